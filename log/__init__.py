@@ -1,0 +1,1 @@
+"""One partition's on-disk storage (lands with the log issue)."""

@@ -1,0 +1,1 @@
+"""Raft consensus as a pure state machine (lands with the raft issue)."""
