@@ -1,0 +1,5 @@
+"""The Kafka binary protocol: pure encoding and decoding, no I/O."""
+
+from wire.primitives import DecodeError
+
+__all__ = ["DecodeError"]

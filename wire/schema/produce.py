@@ -1,0 +1,3 @@
+"""(declarations pending)"""
+
+DECLARATIONS: list[str] = []
