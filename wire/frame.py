@@ -1,0 +1,178 @@
+"""Size-prefixed frames and the request/response headers.
+
+Every Kafka message travels as ``int32 size`` + ``size`` bytes. Request
+headers are v1 (api key, version, correlation id, client id) or, for flexible
+versions, v2 (v1 plus tagged fields); response headers v0 (correlation id) or
+v1 (plus tagged fields). :class:`FrameDecoder` is the sans-IO reader a server
+feeds with whatever the socket returned; it checks the size against its limit
+before keeping a single byte of the body.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+
+from wire.primitives import DecodeError, read_nullable_string, read_uvarint, write_nullable_string
+from wire.schema import API_BY_KEY, EncodeBuffer
+
+_SIZE = struct.Struct(">i")
+_HEADER_FIXED = struct.Struct(">hhi")
+
+DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes
+
+
+class FrameTooLarge(DecodeError):
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(f"frame of {size} bytes exceeds the limit of {limit} bytes")
+        self.size = size
+        self.limit = limit
+
+
+class UnknownApiKey(DecodeError):
+    def __init__(self, api_key: int, correlation_id: int) -> None:
+        super().__init__(f"unknown api key {api_key}")
+        self.api_key = api_key
+        self.correlation_id = correlation_id
+
+
+class FrameDecoder:
+    """Splits a byte stream into frames, refusing any over ``max_frame_bytes``."""
+
+    def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
+        self.max_frame_bytes = max_frame_bytes
+        self._buffer = bytearray()
+        self._start = 0
+
+    def feed(self, data) -> None:
+        if self._start and self._start == len(self._buffer):
+            self._buffer.clear()
+            self._start = 0
+        self._buffer += data
+
+    @property
+    def buffered_bytes(self) -> int:
+        return len(self._buffer) - self._start
+
+    def needed_bytes(self) -> int:
+        """How many more bytes complete the next frame (at least 1)."""
+        available = len(self._buffer) - self._start
+        if available < 4:
+            return 4 - available
+        size = _SIZE.unpack_from(self._buffer, self._start)[0]
+        return max(1, 4 + size - available)
+
+    def next_frame(self) -> bytes | None:
+        """The next whole frame's body, or None until more bytes arrive."""
+        start = self._start
+        available = len(self._buffer) - start
+        if available < 4:
+            return None
+        size = _SIZE.unpack_from(self._buffer, start)[0]
+        if size < 0 or size > self.max_frame_bytes:
+            raise FrameTooLarge(size, self.max_frame_bytes) if size >= 0 else DecodeError(f"negative frame size {size}")
+        if available < 4 + size:
+            return None
+        body = bytes(self._buffer[start + 4 : start + 4 + size])
+        self._start = start + 4 + size
+        if self._start > 65536 and self._start * 2 > len(self._buffer):
+            del self._buffer[: self._start]
+            self._start = 0
+        return body
+
+
+@dataclass
+class RequestHeader:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None = None
+    unknown_tags: dict[int, bytes] | None = field(default=None, compare=True)
+
+    @property
+    def version(self) -> int:
+        """The header's own version (1 or 2) for this api key and version."""
+        return API_BY_KEY[self.api_key].request_header_version(self.api_version)
+
+
+def decode_request_header(buf) -> tuple[RequestHeader, int]:
+    """Parse a request frame's header; returns it and where the body starts.
+
+    An unknown api key raises :class:`UnknownApiKey` (carrying the correlation
+    id); a known key with an unsupported version still parses, since the
+    header layout only depends on whether the version is flexible.
+    """
+    view = buf if isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        api_key, api_version, correlation_id = _HEADER_FIXED.unpack_from(view, 0)
+    except struct.error:
+        raise DecodeError("request header truncated") from None
+    api = API_BY_KEY.get(api_key)
+    if api is None:
+        raise UnknownApiKey(api_key, correlation_id)
+    client_id, pos = read_nullable_string(view, 8)
+    header = RequestHeader(api_key, api_version, correlation_id, client_id)
+    if api.request_header_version(api_version) >= 2:
+        header.unknown_tags, pos = _read_unknown_tags(view, pos)
+    return header, pos
+
+
+def _read_unknown_tags(view, pos: int):
+    count, pos = read_uvarint(view, pos)
+    if count > len(view) - pos:
+        raise DecodeError("tagged field count runs past the end of the header")
+    tags = None
+    for _ in range(count):
+        tag, pos = read_uvarint(view, pos)
+        size, pos = read_uvarint(view, pos)
+        if pos + size > len(view):
+            raise DecodeError("tagged field runs past the end of the header")
+        tags = tags or {}
+        tags[tag] = bytes(view[pos : pos + size])
+        pos += size
+    return tags, pos
+
+
+def encode_request(api_key: int, api_version: int, correlation_id: int, client_id: str | None, body) -> bytes:
+    """A whole request frame (size, header, body) for a value of the request class."""
+    api = API_BY_KEY[api_key]
+    out = bytearray(b"\0\0\0\0")
+    out += _HEADER_FIXED.pack(api_key, api_version, correlation_id)
+    write_nullable_string(out, client_id)
+    if api.request_header_version(api_version) >= 2:
+        out.append(0)
+    api.encode_request(api_version, body, out)
+    _SIZE.pack_into(out, 0, len(out) - 4)
+    return bytes(out)
+
+
+def encode_response(api_key: int, api_version: int, correlation_id: int, body) -> EncodeBuffer:
+    """A whole response frame; file regions in ``records`` fields stay in ``.regions``.
+
+    The size prefix counts the regions' lengths, so the frame on the wire is
+    ``out`` with each region's bytes spliced in at its recorded offset.
+    """
+    api = API_BY_KEY[api_key]
+    out = EncodeBuffer(b"\0\0\0\0")
+    out += _SIZE.pack(correlation_id)
+    if api.response_header_version(api_version) >= 1:
+        out.append(0)
+    api.encode_response(api_version, body, out)
+    size = len(out) - 4 + sum(region.length for _, region in out.regions)
+    _SIZE.pack_into(out, 0, size)
+    return out
+
+
+def decode_response(api_key: int, api_version: int, frame_body) -> tuple[int, object]:
+    """(correlation id, response value) from a response frame's body."""
+    api = API_BY_KEY[api_key]
+    view = frame_body if isinstance(frame_body, memoryview) else memoryview(frame_body)
+    try:
+        (correlation_id,) = _SIZE.unpack_from(view, 0)
+    except struct.error:
+        raise DecodeError("response header truncated") from None
+    pos = 4
+    if api.response_header_version(api_version) >= 1:
+        _, pos = _read_unknown_tags(view, pos)
+    return correlation_id, api.decode_response(api_version, view[pos:])
+
