@@ -94,22 +94,28 @@ def to_kio(value, kio_cls):
 
 def _to_kio_field(value, kio_field, annotation):
     kind = kio_field.metadata.get("kafka_type")
-    element, is_tuple, _ = _unwrap(annotation)
+    element, is_tuple, optional = _unwrap(annotation)
     if value is None:
         return None
     if is_tuple:
-        return tuple(_to_kio_scalar(item, kind, element) for item in value)
-    return _to_kio_scalar(value, kind, element)
+        return tuple(_to_kio_scalar(item, kind, element, False) for item in value)
+    return _to_kio_scalar(value, kind, element, optional)
 
 
-def _to_kio_scalar(value, kind, cls):
+def _to_kio_scalar(value, kind, cls, optional):
     if _is_entity(cls):
         return to_kio(value, cls)
     if kind == "error_code":
         return KioErrorCode(value)
     if kind in ("timedelta_i32", "timedelta_i64"):
         return datetime.timedelta(milliseconds=value)
+    if kind == "uuid" and value == ZERO_UUID:
+        return None  # kio's spelling of the zero uuid
     if kind == "datetime_i64":
+        if value == -1 and optional:
+            return None
+        if value < 0:
+            raise NotComparable("kio cannot hold timestamps before 1970")
         moment = EPOCH + datetime.timedelta(milliseconds=value)
         if round(moment.timestamp() * 1000) != value:
             raise NotComparable(f"timestamp {value} is not exact as a float")
@@ -142,13 +148,19 @@ def _from_kio_field(value, kio_field, nested, annotation):
     kind = kio_field.metadata.get("kafka_type")
     element, is_tuple, _ = _unwrap(annotation)
     if value is None:
-        return ZERO_UUID if kind == "uuid" else None
+        # kio reads an all-zero uuid as None; ours keeps the zero uuid.
+        if not is_tuple and kind == "uuid":
+            return ZERO_UUID
+        # kio reads a timestamp of -1 as None.
+        return -1 if not is_tuple and kind == "datetime_i64" else None
     if is_tuple:
         return [_from_kio_scalar(item, kind, element, nested) for item in value]
     return _from_kio_scalar(value, kind, element, nested)
 
 
 def _from_kio_scalar(value, kind, cls, nested):
+    if value is None and kind == "uuid":
+        return ZERO_UUID
     if _is_entity(cls):
         return from_kio(value, nested)
     if kind == "error_code":

@@ -114,10 +114,7 @@ class FakeRegion(Region):
 
 
 def test_response_regions_are_counted_in_the_size_but_not_copied():
-    fetch = API_BY_NAME.get("Fetch")
-    if fetch is None:
-        pytest.skip("Fetch is not declared yet")
-    response = fetch.response_class
+    response = API_BY_NAME["Fetch"].response_class
     topic = response.FetchableTopicResponse(topic="t", partitions=[response.FetchableTopicResponse.PartitionData(records=FakeRegion(1000))])
     frame = encode_response(1, 11, 3, response(responses=[topic]))
     ((offset, region),) = frame.regions
