@@ -61,7 +61,7 @@ with warnings.catch_warnings():  # building the classes runs load_json, see _ori
 
 from tests.wire.values import default_of
 from wire.primitives import ZERO_UUID
-from wire.schema.codegen import make_value_class
+from wire.schema.values import make_value_class
 
 # Methods kafka-python's message classes override, per class; see the module docstring.
 OVERRIDES: dict[str, set[str]] = {

@@ -15,7 +15,7 @@ import typing
 from functools import cache
 
 from wire.primitives import ZERO_UUID
-from wire.schema.codegen import make_value_class
+from wire.schema.values import make_value_class
 
 from kio.schema.errors import ErrorCode as KioErrorCode
 from kio.schema.index import schema_name_map

@@ -10,7 +10,7 @@ from functools import cache
 
 from hypothesis import strategies as st
 
-from wire.schema.codegen import FRESH, field_default, make_value_class
+from wire.schema.values import FRESH, field_default, make_value_class
 from wire.schema.declaration import FieldSpec, StructSpec, TypeRef
 
 try:
@@ -86,9 +86,7 @@ def value_strategy(struct_spec: StructSpec, version: int, flexible: bool, narrow
 
 def default_of(spec: FieldSpec):
     default = field_default(spec)
-    if default is FRESH:
-        return [] if spec.type.is_array else make_value_class(spec.type.struct)()
-    return default
+    return [] if default is FRESH else default
 
 
 def all_structs(struct_spec: StructSpec):

@@ -18,7 +18,8 @@ import struct
 from importlib import import_module
 
 from wire.primitives import DecodeError
-from wire.schema.codegen import CodeGenerator, EncodeBuffer, Region, make_value_class
+from wire.schema.codegen import CodeGenerator
+from wire.schema.values import EncodeBuffer, Region, make_value_class
 from wire.schema.declaration import ApiSpec, parse_declaration
 
 __all__ = ["API_BY_KEY", "API_BY_NAME", "Api", "EncodeBuffer", "Region", "UnsupportedVersion"]
@@ -120,7 +121,7 @@ def _decode(reader, buf, pos: int):
     view = buf if isinstance(buf, memoryview) else memoryview(buf)
     try:
         value, end = reader(view, pos)
-    except (struct.error, IndexError, OverflowError) as error:
+    except (struct.error, IndexError, OverflowError, UnicodeDecodeError) as error:
         raise DecodeError(f"truncated or malformed message: {error}") from None
     if end != len(view):
         raise DecodeError(f"{len(view) - end} bytes left over after the message")

@@ -1,42 +1,35 @@
-"""Value classes, readers and writers generated from the declarations.
+"""Readers and writers generated from the declarations, per (struct, version).
 
-Each struct gets one value class covering all versions (as Kafka's generated
-data classes do). Readers and writers are generated per (struct, version) on
-first use as flat Python: runs of fixed-width fields become one
-``struct.unpack_from``/``pack`` call, arrays of integers one call each, and
-``records`` fields stay ``memoryview`` slices of the input so a Produce request
-decodes in time independent of the records inside it.
+Generated on first use as flat Python: runs of fixed-width fields become one
+``struct`` call, integer arrays one call each, varint lengths and empty
+tagged-field sections take an inline one-byte fast path, and ``records``
+fields stay ``memoryview`` slices of the input, so a Produce request decodes
+in time independent of the records inside it.
 
 Readers have the signature ``read(buf: memoryview, pos) -> (value, pos)`` and
-writers ``write(out: bytearray, value) -> None``. Readers raise only
-:class:`DecodeError` and ``struct.error``; the entry points in
-:mod:`wire.schema` turn the latter into the former.
+writers ``write(out: bytearray, value) -> None``. Readers raise
+:class:`DecodeError` themselves, or ``struct.error``/``IndexError``/
+``UnicodeDecodeError`` on truncated or malformed input, which the entry points
+in :mod:`wire.schema` turn into DecodeError.
 """
 
 from __future__ import annotations
 
 import struct
-import uuid
 
 from wire.primitives import (
-    ZERO_UUID,
     DecodeError,
     read_bytes,
     read_compact_bytes,
     read_compact_nullable_bytes,
-    read_compact_nullable_string,
-    read_compact_string,
     read_nullable_bytes,
-    read_nullable_string,
-    read_string,
     read_uvarint,
     write_compact_nullable_bytes,
-    write_compact_nullable_string,
     write_nullable_bytes,
-    write_nullable_string,
     write_uvarint,
 )
 from wire.schema.declaration import FieldSpec, StructSpec, TypeRef
+from wire.schema.values import FRESH, Region, field_default, make_value_class, uuid_from_bytes
 
 _FIXED_FORMATS = {
     "bool": "?",
@@ -50,139 +43,37 @@ _FIXED_FORMATS = {
     "uuid": "16s",
 }
 
-_ZERO_DEFAULTS = {
-    "bool": False,
-    "int8": 0,
-    "int16": 0,
-    "int32": 0,
-    "int64": 0,
-    "uint16": 0,
-    "uint32": 0,
-    "float64": 0.0,
-    "uuid": ZERO_UUID,
-    "string": "",
-    "bytes": b"",
-    "records": None,
-}
+# Unpackers for integer arrays by element count, so the hot path builds no format strings.
+_ARRAY_UNPACKERS_CACHED = 256
 
 
-_NULL_ARRAY = repr(b"\xff\xff\xff\xff")
-_NULL_ARRAY_FLEXIBLE = repr(b"\x00")
+def _array_unpackers(code: str) -> list:
+    return [struct.Struct(f">{count}{code}").unpack_from for count in range(_ARRAY_UNPACKERS_CACHED)]
 
 
-class _Fresh:
-    """Marks an argument left out, so mutable defaults are made per instance."""
-
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "<fresh>"
+def _array_unpacker(code: str, count: int):
+    return struct.Struct(f">{count}{code}").unpack_from
 
 
-FRESH = _Fresh()
+def _uvarint_lines(target: str, indent: str) -> list[str]:
+    """Read an unsigned varint into ``target``; one byte (the common case) inline."""
+    return [
+        f"{indent}{target} = buf[pos]",
+        f"{indent}if {target} < 128:",
+        f"{indent}    pos += 1",
+        f"{indent}else:",
+        f"{indent}    {target}, pos = read_uvarint(buf, pos)",
+    ]
 
 
-class Region:
-    """Base for values of a ``records`` field that are not in memory.
-
-    The writer records where such a value goes (``EncodeBuffer.regions``)
-    instead of copying it; the server sends it with ``os.sendfile``.
-    Subclasses define ``length`` (bytes).
-    """
-
-    __slots__ = ()
-    length: int
-
-
-class EncodeBuffer(bytearray):
-    """A bytearray that also collects ``(offset, Region)`` pairs."""
-
-    __slots__ = ("regions",)
-
-    def __init__(self, *args):
-        super().__init__(*args)
-        self.regions = []
-
-
-class Value:
-    """Base of the generated value classes."""
-
-    __slots__ = ()
-    _field_names: tuple[str, ...] = ()
-
-    def _as_tuple(self):
-        return tuple(getattr(self, name) for name in self._field_names) + (self.unknown_tags,)
-
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return self._as_tuple() == other._as_tuple()
-
-    __hash__ = None
-
-    def __repr__(self) -> str:
-        parts = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._field_names)
-        if self.unknown_tags:
-            parts += f", unknown_tags={self.unknown_tags!r}"
-        return f"{type(self).__name__}({parts})"
-
-
-def field_default(spec: FieldSpec):
-    """The field's default as a constant; FRESH for a new list or struct."""
-    if spec.has_default:
-        return spec.default
-    if spec.type.is_array or spec.type.name == "struct":
-        return FRESH
-    return _ZERO_DEFAULTS[spec.type.name]
-
-
-def make_value_class(struct_spec: StructSpec) -> type:
-    """Build (once) the value class for a struct and, recursively, its children."""
-    if struct_spec.value_class is not None:
-        return struct_spec.value_class
-    namespace: dict[str, object] = {"FRESH": FRESH}
-    params = []
-    body = []
-    for index, spec in enumerate(struct_spec.fields):
-        default = field_default(spec)
-        if default is FRESH:
-            params.append(f"{spec.name}=FRESH")
-            if spec.type.is_array:
-                body.append(f"    self.{spec.name} = [] if {spec.name} is FRESH else {spec.name}")
-            else:
-                child = make_value_class(spec.type.struct)
-                namespace[f"_c{index}"] = child
-                body.append(f"    self.{spec.name} = _c{index}() if {spec.name} is FRESH else {spec.name}")
-        else:
-            namespace[f"_d{index}"] = default
-            params.append(f"{spec.name}=_d{index}")
-            body.append(f"    self.{spec.name} = {spec.name}")
-    params.append("unknown_tags=None")
-    body.append("    self.unknown_tags = unknown_tags")
-    source = f"def __init__(self, {', '.join(params)}):\n" + "\n".join(body) + "\n"
-    exec(compile(source, f"<{struct_spec.name}.__init__>", "exec"), namespace)
-
-    names = tuple(spec.name for spec in struct_spec.fields)
-    attributes = {
-        "__slots__": names + ("unknown_tags",),
-        "__init__": namespace["__init__"],
-        "_field_names": names,
-        "_spec": struct_spec,
-        "__module__": "wire.schema",
-    }
-    for spec in struct_spec.fields:
-        child_struct = _struct_of(spec.type)
-        if child_struct is not None:
-            attributes[child_struct.name] = make_value_class(child_struct)
-    value_class = type(struct_spec.name, (Value,), attributes)
-    struct_spec.value_class = value_class
-    return value_class
-
-
-def _struct_of(type_ref: TypeRef) -> StructSpec | None:
-    while type_ref.element is not None:
-        type_ref = type_ref.element
-    return type_ref.struct
+def _write_uvarint_lines(expression: str, indent: str) -> list[str]:
+    return [
+        f"{indent}n = {expression}",
+        f"{indent}if n < 128:",
+        f"{indent}    out.append(n)",
+        f"{indent}else:",
+        f"{indent}    write_uvarint(out, n)",
+    ]
 
 
 class CodeGenerator:
@@ -194,28 +85,24 @@ class CodeGenerator:
         self._serial = 0
         self.namespace: dict[str, object] = {
             "DecodeError": DecodeError,
-            "UUID": uuid.UUID,
-            "ZERO_UUID": ZERO_UUID,
+            "uuid_from_bytes": uuid_from_bytes,
             "unpack_from": struct.unpack_from,
             "pack": struct.pack,
             "read_uvarint": read_uvarint,
             "write_uvarint": write_uvarint,
-            "read_string": read_string,
-            "read_nullable_string": read_nullable_string,
-            "read_compact_string": read_compact_string,
-            "read_compact_nullable_string": read_compact_nullable_string,
             "read_bytes": read_bytes,
             "read_nullable_bytes": read_nullable_bytes,
             "read_compact_bytes": read_compact_bytes,
             "read_compact_nullable_bytes": read_compact_nullable_bytes,
-            "write_string": write_nullable_string,
-            "write_compact_string": write_compact_nullable_string,
             "write_bytes": write_nullable_bytes,
             "write_compact_bytes": write_compact_nullable_bytes,
-            "read_records": read_records,
             "write_records": write_records,
+            "write_tags": write_tags,
+            "read_tags": read_tags,
+            "array_unpacker": _array_unpacker,
             "Region": Region,
-            "FRESH": FRESH,
+            "int16": struct.Struct(">h"),
+            "int32": struct.Struct(">i"),
         }
 
     def _name(self, prefix: str) -> str:
@@ -238,7 +125,6 @@ class CodeGenerator:
         function = self._readers.get(key)
         if function is None:
             name = self._name(f"read_{struct_spec.name}_v{version}_")
-            self._readers[key] = self.namespace[name] = _placeholder(name)
             function = self._define(name, self._reader_source(name, struct_spec, version, flexible))
             self._readers[key] = function
         return function
@@ -253,29 +139,24 @@ class CodeGenerator:
             if not pending:
                 return
             fmt = ">" + "".join(_FIXED_FORMATS[spec.type.name] for _, spec in pending)
-            size = struct.calcsize(fmt)
             unpack = self._constant(struct.Struct(fmt).unpack_from)
             targets = "".join(f"{var}, " for var, _ in pending)
             lines.append(f"    {targets}= {unpack}(buf, pos)")
-            lines.append(f"    pos += {size}")
+            lines.append(f"    pos += {struct.calcsize(fmt)}")
             for var, spec in pending:
                 if spec.type.name == "uuid":
-                    lines.append(f"    {var} = UUID(bytes={var})")
+                    lines.append(f"    {var} = uuid_from_bytes({var})")
             pending.clear()
 
         tagged = []
         for index, spec in enumerate(struct_spec.fields):
             var = f"f{index}"
             arguments.append(var)
-            if version not in spec.versions:
+            if version not in spec.versions or spec.tag is not None:
+                # Absent in this version, or tagged (filled in by the tagged section).
                 lines.append(f"    {var} = {self._default_expression(spec)}")
-                continue
-            if spec.tag is not None and flexible:
-                tagged.append((var, spec))
-                lines.append(f"    {var} = {self._default_expression(spec)}")
-                continue
-            if spec.tag is not None:
-                lines.append(f"    {var} = {self._default_expression(spec)}")
+                if spec.tag is not None and flexible and version in spec.versions:
+                    tagged.append((var, spec))
                 continue
             if spec.type.name in _FIXED_FORMATS:
                 pending.append((var, spec))
@@ -292,11 +173,7 @@ class CodeGenerator:
 
     def _default_expression(self, spec: FieldSpec) -> str:
         default = field_default(spec)
-        if default is FRESH:
-            if spec.type.is_array:
-                return "[]"
-            return f"{self._constant(make_value_class(spec.type.struct))}()"
-        return self._constant(default)
+        return "[]" if default is FRESH else self._constant(default)
 
     def _read_value(self, var, type_ref: TypeRef, nullable, version, flexible, indent) -> list[str]:
         name = type_ref.name
@@ -305,19 +182,19 @@ class CodeGenerator:
             unpack = self._constant(struct.Struct(fmt).unpack_from)
             lines = [f"{indent}{var}, = {unpack}(buf, pos)", f"{indent}pos += {struct.calcsize(fmt)}"]
             if name == "uuid":
-                lines.append(f"{indent}{var} = UUID(bytes={var})")
+                lines.append(f"{indent}{var} = uuid_from_bytes({var})")
             return lines
-        if name in ("string", "bytes"):
-            function = ("read_compact_" if flexible else "read_") + ("nullable_" if nullable else "") + name
+        if name in ("string", "records"):
+            return self._read_sized(var, name, nullable, flexible, indent)
+        if name == "bytes":
+            function = ("read_compact_" if flexible else "read_") + ("nullable_" if nullable else "") + "bytes"
             return [f"{indent}{var}, pos = {function}(buf, pos)"]
-        if name == "records":
-            return [f"{indent}{var}, pos = read_records(buf, pos, {flexible}, {nullable})"]
         if name == "struct":
             reader = self._constant(self.reader(type_ref.struct, version, flexible))
             if nullable:
-                # Kafka writes a nullable struct as an int8 presence marker first.
+                # A nullable struct is preceded by an int8: -1 for null, 1 for present.
                 return [
-                    f"{indent}if unpack_from('>b', buf, pos)[0] < 0:",
+                    f"{indent}if buf[pos] >= 128:",
                     f"{indent}    {var} = None",
                     f"{indent}    pos += 1",
                     f"{indent}else:",
@@ -326,15 +203,38 @@ class CodeGenerator:
             return [f"{indent}{var}, pos = {reader}(buf, pos)"]
         return self._read_array(var, type_ref.element, nullable, version, flexible, indent)
 
+    def _read_sized(self, var, name, nullable, flexible, indent) -> list[str]:
+        """A string (decoded as UTF-8) or records (kept as a view of the input)."""
+        if flexible:
+            lines = _uvarint_lines("n", indent)
+            lines.append(f"{indent}n -= 1")
+        elif name == "string":
+            lines = [f"{indent}n, = int16.unpack_from(buf, pos)", f"{indent}pos += 2"]
+        else:
+            lines = [f"{indent}n, = int32.unpack_from(buf, pos)", f"{indent}pos += 4"]
+        lines.append(f"{indent}if n < 0:")
+        if nullable:
+            lines.append(f"{indent}    {var} = None")
+        else:
+            lines.append(f"{indent}    raise DecodeError('null where a non-nullable {name} is required')")
+        value = f"str(buf[pos:end], 'utf-8')" if name == "string" else "buf[pos:end]"
+        lines += [
+            f"{indent}else:",
+            f"{indent}    end = pos + n",
+            f"{indent}    if end > blen:",
+            f"{indent}        raise DecodeError('{name} of ' + str(n) + ' bytes runs past the end of the buffer')",
+            f"{indent}    {var} = {value}",
+            f"{indent}    pos = end",
+        ]
+        return lines
+
     def _read_array(self, var, element: TypeRef, nullable, version, flexible, indent) -> list[str]:
         count = self._name("n")
-        lines = []
         if flexible:
-            lines.append(f"{indent}{count}, pos = read_uvarint(buf, pos)")
+            lines = _uvarint_lines(count, indent)
             lines.append(f"{indent}{count} -= 1")
         else:
-            lines.append(f"{indent}{count}, = unpack_from('>i', buf, pos)")
-            lines.append(f"{indent}pos += 4")
+            lines = [f"{indent}{count}, = int32.unpack_from(buf, pos)", f"{indent}pos += 4"]
         lines.append(f"{indent}if {count} < 0:")
         if nullable:
             lines.append(f"{indent}    {var} = None")
@@ -342,12 +242,17 @@ class CodeGenerator:
             lines.append(f"{indent}    raise DecodeError('null where a non-nullable array is required')")
         lines.append(f"{indent}else:")
         inner = indent + "    "
+        # Every element takes at least one byte, so a count past the end is a lie.
         lines.append(f"{inner}if {count} > blen - pos:")
-        lines.append(f"{inner}    raise DecodeError('array length ' + str({count}) + ' runs past the end of the buffer')")
+        lines.append(f"{inner}    raise DecodeError('array of ' + str({count}) + ' runs past the end of the buffer')")
         if element.name in _FIXED_FORMATS and element.name != "uuid":
             code = _FIXED_FORMATS[element.name]
+            unpackers = self._constant(_array_unpackers(code))
             size = struct.calcsize(">" + code)
-            lines.append(f"{inner}{var} = list(unpack_from('>%d{code}' % {count}, buf, pos))")
+            lines.append(
+                f"{inner}{var} = list(({unpackers}[{count}] if {count} < {_ARRAY_UNPACKERS_CACHED}"
+                f" else array_unpacker('{code}', {count}))(buf, pos))"
+            )
             lines.append(f"{inner}pos += {size} * {count}")
             return lines
         item = self._name("item")
@@ -358,36 +263,15 @@ class CodeGenerator:
         return lines
 
     def _read_tagged_section(self, tagged, version) -> list[str]:
-        lines = [
-            "    unknown = None",
-            "    ntags, pos = read_uvarint(buf, pos)",
-            "    if ntags > blen - pos:",
-            "        raise DecodeError('tagged field count runs past the end of the buffer')",
-            "    for _ in range(ntags):",
-            "        tag, pos = read_uvarint(buf, pos)",
-            "        size, pos = read_uvarint(buf, pos)",
-            "        end = pos + size",
-            "        if end > blen:",
-            "            raise DecodeError('tagged field runs past the end of the buffer')",
-        ]
-        keyword = "if"
+        lines = ["    unknown = None", "    if buf[pos] == 0:", "        pos += 1", "    else:"]
+        if not tagged:
+            lines.append("        unknown, pos = read_tags(buf, pos, None)")
+            return lines
+        readers = {spec.tag: self._tagged_value_reader(spec, version) for _, spec in tagged}
+        table = self._constant(readers)
+        lines.append(f"        values, unknown, pos = read_tags(buf, pos, {table})")
         for var, spec in tagged:
-            value_reader = self._constant(self._tagged_value_reader(spec, version))
-            lines.append(f"        {keyword} tag == {spec.tag}:")
-            lines.append(f"            {var}, used = {value_reader}(buf[:end], pos)")
-            lines.append("            if used != end:")
-            lines.append(f"                raise DecodeError('tagged field {spec.tag} has the wrong size')")
-            keyword = "elif"
-        if tagged:
-            lines.append("        else:")
-            lines.append("            if unknown is None:")
-            lines.append("                unknown = {}")
-            lines.append("            unknown[tag] = bytes(buf[pos:end])")
-        else:
-            lines.append("        if unknown is None:")
-            lines.append("            unknown = {}")
-            lines.append("        unknown[tag] = bytes(buf[pos:end])")
-        lines.append("        pos = end")
+            lines.append(f"        {var} = values.get({spec.tag}, {var})")
         return lines
 
     def _tagged_value_reader(self, spec: FieldSpec, version: int):
@@ -404,7 +288,6 @@ class CodeGenerator:
         function = self._writers.get(key)
         if function is None:
             name = self._name(f"write_{struct_spec.name}_v{version}_")
-            self._writers[key] = self.namespace[name] = _placeholder(name)
             function = self._define(name, self._writer_source(name, struct_spec, version, flexible))
             self._writers[key] = function
         return function
@@ -453,8 +336,10 @@ class CodeGenerator:
             if name == "uuid":
                 expression += ".bytes"
             return [f"{indent}out += {pack}({expression})"]
-        if name in ("string", "bytes"):
-            function = ("write_compact_" if flexible else "write_") + name
+        if name == "string":
+            return self._write_string(expression, flexible, indent)
+        if name == "bytes":
+            function = "write_compact_bytes" if flexible else "write_bytes"
             return [f"{indent}{function}(out, {expression})"]
         if name == "records":
             return [f"{indent}write_records(out, {expression}, {flexible})"]
@@ -465,25 +350,38 @@ class CodeGenerator:
                 return [
                     f"{indent}{value} = {expression}",
                     f"{indent}if {value} is None:",
-                    f"{indent}    out += b'\\xff'",
+                    f"{indent}    out.append(255)",
                     f"{indent}else:",
-                    f"{indent}    out += b'\\x01'",
+                    f"{indent}    out.append(1)",
                     f"{indent}    {writer}(out, {value})",
                 ]
             return [f"{indent}{writer}(out, {expression})"]
         return self._write_array(expression, type_ref.element, version, flexible, indent)
 
+    def _write_string(self, expression, flexible, indent) -> list[str]:
+        value = self._name("s")
+        lines = [f"{indent}{value} = {expression}", f"{indent}if {value} is None:"]
+        lines.append(f"{indent}    out.append(0)" if flexible else f"{indent}    out += b'\\xff\\xff'")
+        lines.append(f"{indent}else:")
+        inner = indent + "    "
+        lines.append(f"{inner}{value} = {value}.encode()")
+        if flexible:
+            lines.extend(_write_uvarint_lines(f"len({value}) + 1", inner))
+        else:
+            lines.append(f"{inner}out += int16.pack(len({value}))")
+        lines.append(f"{inner}out += {value}")
+        return lines
+
     def _write_array(self, expression, element: TypeRef, version, flexible, indent) -> list[str]:
         value = self._name("v")
         lines = [f"{indent}{value} = {expression}", f"{indent}if {value} is None:"]
-        null_marker = _NULL_ARRAY_FLEXIBLE if flexible else _NULL_ARRAY
-        lines.append(f"{indent}    out += {null_marker}")
+        lines.append(f"{indent}    out.append(0)" if flexible else f"{indent}    out += b'\\xff\\xff\\xff\\xff'")
         lines.append(f"{indent}else:")
         inner = indent + "    "
         if flexible:
-            lines.append(f"{inner}write_uvarint(out, len({value}) + 1)")
+            lines.extend(_write_uvarint_lines(f"len({value}) + 1", inner))
         else:
-            lines.append(f"{inner}out += pack('>i', len({value}))")
+            lines.append(f"{inner}out += int32.pack(len({value}))")
         if element.name in _FIXED_FORMATS and element.name != "uuid":
             code = _FIXED_FORMATS[element.name]
             lines.append(f"{inner}out += pack('>%d{code}' % len({value}), *{value})")
@@ -494,32 +392,29 @@ class CodeGenerator:
         return lines
 
     def _write_tagged_section(self, tagged: list[FieldSpec], version: int) -> list[str]:
-        if not tagged:
-            return [
-                "    unknown = obj.unknown_tags",
-                "    if unknown:",
-                "        write_tags(out, sorted(unknown.items()))",
-                "    else:",
-                "        out.append(0)",
-            ]
-        self.namespace["write_tags"] = write_tags
-        lines = ["    fields = []"]
+        lines = ["    fields = None"]
         for spec in tagged:
             value_writer = self._constant(self._tagged_value_writer(spec, version))
             default = field_default(spec)
-            if default is FRESH:
-                default = [] if spec.type.is_array else make_value_class(spec.type.struct)()
-            comparison = self._constant(default)
-            lines.append(f"    value = obj.{spec.name}")
-            lines.append(f"    if value != {comparison}:")
-            lines.append("        data = bytearray()")
-            lines.append(f"        {value_writer}(data, value)")
-            lines.append(f"        fields.append(({spec.tag}, data))")
-        lines.append("    unknown = obj.unknown_tags")
-        lines.append("    if unknown:")
-        lines.append("        fields.extend(unknown.items())")
-        lines.append("        fields.sort()")
-        lines.append("    write_tags(out, fields)")
+            comparison = self._constant([] if default is FRESH else default)
+            lines += [
+                f"    value = obj.{spec.name}",
+                f"    if value is not {comparison} and value != {comparison}:",
+                "        data = bytearray()",
+                f"        {value_writer}(data, value)",
+                "        if fields is None:",
+                "            fields = []",
+                f"        fields.append(({spec.tag}, data))",
+            ]
+        lines += [
+            "    unknown = obj.unknown_tags",
+            "    if unknown:",
+            "        fields = sorted((fields or []) + list(unknown.items()))",
+            "    if fields:",
+            "        write_tags(out, fields)",
+            "    else:",
+            "        out.append(0)",
+        ]
         return lines
 
     def _tagged_value_writer(self, spec: FieldSpec, version: int):
@@ -529,30 +424,43 @@ class CodeGenerator:
         return self._define(name, "\n".join(lines) + "\n")
 
 
+def read_tags(buf, pos: int, readers):
+    """A non-empty tagged-field section: known tags via ``readers``, the rest kept raw.
+
+    Returns ``(unknown, pos)`` when ``readers`` is None, else ``(values, unknown, pos)``.
+    """
+    count, pos = read_uvarint(buf, pos)
+    if count > len(buf) - pos:
+        raise DecodeError("tagged field count runs past the end of the buffer")
+    values = {}
+    unknown = None
+    for _ in range(count):
+        tag, pos = read_uvarint(buf, pos)
+        size, pos = read_uvarint(buf, pos)
+        end = pos + size
+        if end > len(buf):
+            raise DecodeError("tagged field runs past the end of the buffer")
+        reader = readers.get(tag) if readers else None
+        if reader is None:
+            if unknown is None:
+                unknown = {}
+            unknown[tag] = bytes(buf[pos:end])
+        else:
+            values[tag], used = reader(buf[:end], pos)
+            if used != end:
+                raise DecodeError(f"tagged field {tag} has the wrong size")
+        pos = end
+    if readers is None:
+        return unknown, pos
+    return values, unknown, pos
+
+
 def write_tags(out: bytearray, fields) -> None:
     write_uvarint(out, len(fields))
     for tag, data in fields:
         write_uvarint(out, tag)
         write_uvarint(out, len(data))
         out += data
-
-
-def read_records(buf, pos: int, flexible: bool, nullable: bool):
-    """A records field: the bytes stay a slice of the input, never copied."""
-    if flexible:
-        length, pos = read_uvarint(buf, pos)
-        length -= 1
-    else:
-        length = struct.unpack_from(">i", buf, pos)[0]
-        pos += 4
-    if length < 0:
-        if not nullable:
-            raise DecodeError("null records where they are required")
-        return None, pos
-    end = pos + length
-    if end > len(buf):
-        raise DecodeError(f"records of {length} bytes run past the end of the buffer")
-    return buf[pos:end], end
 
 
 def write_records(out, value, flexible: bool) -> None:
@@ -572,10 +480,3 @@ def write_records(out, value, flexible: bool) -> None:
     else:
         out += struct.pack(">i", len(value))
     out += value
-
-
-def _placeholder(name: str):
-    def not_ready(*_args):
-        raise RuntimeError(f"{name} used before it was generated")
-
-    return not_ready
