@@ -93,6 +93,21 @@ def _read_unsigned(buf, pos: int, max_bytes: int) -> tuple[int, int]:
 
 def read_uvarint(buf, pos: int) -> tuple[int, int]:
     """An unsigned varint of at most 32 bits."""
+    # Lengths up to 2 MiB take at most three bytes: unrolled, as they are on every hot path.
+    try:
+        byte = buf[pos]
+        if byte < 0x80:
+            return byte, pos + 1
+        value = byte & 0x7F
+        byte = buf[pos + 1]
+        if byte < 0x80:
+            return value | byte << 7, pos + 2
+        value |= (byte & 0x7F) << 7
+        byte = buf[pos + 2]
+        if byte < 0x80:
+            return value | byte << 14, pos + 3
+    except IndexError:
+        raise DecodeError("truncated varint") from None
     value, pos = _read_unsigned(buf, pos, _UVARINT_MAX_BYTES)
     if value > 0xFFFFFFFF:
         raise DecodeError("unsigned varint overflows 32 bits")
