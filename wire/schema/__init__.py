@@ -59,9 +59,16 @@ class Api:
         self.min_version = spec.versions.low
         self.max_version = spec.versions.high
         self.rejected_versions = spec.rejected
-        self.request_class = make_value_class(spec.request)
-        self.response_class = make_value_class(spec.response)
         self._generator = CodeGenerator()
+
+    # Classes are built on first use: a broker touches a handful of the 58 APIs at start.
+    @property
+    def request_class(self) -> type:
+        return make_value_class(self.spec.request)
+
+    @property
+    def response_class(self) -> type:
+        return make_value_class(self.spec.response)
 
     def __repr__(self) -> str:
         return f"Api({self.name}, key={self.key}, versions={self.versions})"
@@ -142,11 +149,11 @@ def _load() -> tuple[dict[int, Api], dict[str, Api]]:
 
 
 API_BY_KEY, API_BY_NAME = _load()
-_CLASSES = {cls.__name__: cls for api in API_BY_KEY.values() for cls in (api.request_class, api.response_class)}
+_MESSAGES = {message.name: message for api in API_BY_KEY.values() for message in (api.spec.request, api.spec.response)}
 
 
 def __getattr__(name: str):
     try:
-        return _CLASSES[name]
+        return make_value_class(_MESSAGES[name])
     except KeyError:
         raise AttributeError(f"module 'wire.schema' has no attribute {name!r}") from None
