@@ -1,0 +1,48 @@
+"""A partition log's settings, under Kafka's topic config names and defaults."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+_NEVER = 2**63 - 1  # Kafka's Long.MAX_VALUE: "no limit"
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    segment_bytes: int = 1024 * 1024 * 1024
+    segment_ms: int = 7 * 24 * 3600 * 1000
+    segment_index_bytes: int = 10 * 1024 * 1024
+    index_interval_bytes: int = 4096
+    retention_ms: int = 7 * 24 * 3600 * 1000  # -1: keep forever
+    retention_bytes: int = -1  # -1: no size limit
+    flush_messages: int = _NEVER
+    flush_ms: int = _NEVER
+    cleanup_policy: str = "delete"  # "delete", "compact" or "compact,delete"
+    delete_retention_ms: int = 24 * 3600 * 1000
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = _NEVER
+    min_cleanable_dirty_ratio: float = 0.5
+    message_timestamp_type: str = "CreateTime"  # or "LogAppendTime"
+    file_delete_delay_ms: int = 60000
+    max_message_bytes: int = 1024 * 1024 + 12
+
+    @property
+    def compact(self) -> bool:
+        return "compact" in self.cleanup_policy
+
+    @property
+    def delete(self) -> bool:
+        return "delete" in self.cleanup_policy
+
+    @classmethod
+    def from_properties(cls, properties: dict[str, str], base: LogConfig | None = None) -> LogConfig:
+        """Settings from Kafka topic config names (``segment.bytes`` ...); unknown names raise."""
+        base = base or cls()
+        known = {f.name.replace("_", "."): f for f in fields(cls)}
+        values = {}
+        for name, text in properties.items():
+            field = known.get(name)
+            if field is None:
+                raise KeyError(f"unknown log config {name!r}")
+            values[field.name] = text if field.type == "str" else (float(text) if field.type == "float" else int(text))
+        return cls(**{**{f.name: getattr(base, f.name) for f in fields(cls)}, **values})

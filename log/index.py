@@ -1,0 +1,199 @@
+"""The sparse indexes beside each segment: ``.index`` (offset) and ``.timeindex``.
+
+Kafka's layouts: an offset index entry is a 4-byte offset relative to the
+segment's base offset and a 4-byte file position; a time index entry is an
+8-byte timestamp and a 4-byte relative offset. Entries are appended every
+``index.interval.bytes`` of log data, so a lookup lands near the batch and
+the segment scans forward from there.
+
+Files are read into memory on first use only (a partition may have thousands
+of segments and a broker thousands of partitions) and appended to with plain
+writes. Indexes are a cache of the log: anything odd in a file (a torn tail,
+entries out of order) makes the owner rebuild it from the segment.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import struct
+
+_OFFSET_ENTRY = struct.Struct(">ii")
+_TIME_ENTRY = struct.Struct(">qi")
+
+
+class CorruptIndexError(Exception):
+    """An index file does not hold well-ordered entries for its segment."""
+
+
+class _Index:
+    entry: struct.Struct
+
+    def __init__(self, path: str, base_offset: int, max_index_bytes: int) -> None:
+        self.path = path
+        self.base_offset = base_offset
+        self.max_entries = max(1, max_index_bytes // self.entry.size)
+        self._keys: list[int] | None = None  # loaded lazily
+        self._values: list[int] = []
+        self._fd: int | None = None
+
+    # -- loading -------------------------------------------------------------
+
+    def _load(self) -> None:
+        keys: list[int] = []
+        values: list[int] = []
+        try:
+            with open(self.path, "rb") as file:
+                data = file.read()
+        except FileNotFoundError:
+            data = b""
+        usable = len(data) - len(data) % self.entry.size
+        for key, value in self._entries(data[:usable]):
+            keys.append(key)
+            values.append(value)
+        self._keys, self._values = keys, values
+        if usable != len(data):
+            raise CorruptIndexError(f"{self.path}: {len(data) - usable} trailing bytes are not a whole entry")
+        self.check()
+
+    def _loaded(self) -> list[int]:
+        if self._keys is None:
+            self._load()
+        return self._keys
+
+    def check(self) -> None:
+        keys = self._loaded()
+        if any(later < earlier for earlier, later in zip(keys, keys[1:])):
+            raise CorruptIndexError(f"{self.path}: entries out of order")
+
+    @property
+    def entries(self) -> int:
+        return len(self._loaded())
+
+    @property
+    def is_full(self) -> bool:
+        return self.entries >= self.max_entries
+
+    # -- writing -------------------------------------------------------------
+
+    def _write(self, data: bytes) -> None:
+        if self._fd is None:
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.write(self._fd, data)
+
+    def _append(self, key: int, value: int, packed: bytes) -> None:
+        self._loaded()
+        self._keys.append(key)
+        self._values.append(value)
+        self._write(packed)
+
+    def rewrite(self, pairs) -> None:
+        """Replace the whole file (after a rebuild or truncation)."""
+        self.close()
+        keys, values = [], []
+        data = bytearray()
+        for key, value in pairs:
+            keys.append(key)
+            values.append(value)
+            data += self._pack(key, value)
+        with open(self.path, "wb") as file:
+            file.write(data)
+        self._keys, self._values = keys, values
+
+    def truncate_entries(self, keep: int) -> None:
+        keys = self._loaded()
+        if keep < len(keys):
+            self.rewrite(list(zip(keys[:keep], self._values[:keep])))
+
+    def flush(self) -> None:
+        if self._fd is not None:
+            os.fsync(self._fd)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def delete(self) -> None:
+        self.close()
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+        self._keys, self._values = [], []
+
+
+class OffsetIndex(_Index):
+    """``.index``: (relative offset, position) pairs, offsets ascending."""
+
+    entry = _OFFSET_ENTRY
+
+    def _entries(self, data: bytes):
+        for relative, position in _OFFSET_ENTRY.iter_unpack(data):
+            yield self.base_offset + relative, position
+
+    def _pack(self, offset: int, position: int) -> bytes:
+        return _OFFSET_ENTRY.pack(offset - self.base_offset, position)
+
+    def append(self, offset: int, position: int) -> None:
+        keys = self._loaded()
+        if keys and offset <= keys[-1]:
+            return
+        self._append(offset, position, self._pack(offset, position))
+
+    def lookup(self, offset: int) -> tuple[int, int]:
+        """The entry with the largest offset <= ``offset``, else (base offset, 0)."""
+        keys = self._loaded()
+        index = bisect.bisect_right(keys, offset) - 1
+        if index < 0:
+            return self.base_offset, 0
+        return keys[index], self._values[index]
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop entries for offsets >= ``offset``."""
+        self.truncate_entries(bisect.bisect_left(self._loaded(), offset))
+
+    def last_entry(self) -> tuple[int, int]:
+        keys = self._loaded()
+        return (keys[-1], self._values[-1]) if keys else (self.base_offset, 0)
+
+
+class TimeIndex(_Index):
+    """``.timeindex``: (timestamp, relative offset) pairs, both ascending."""
+
+    entry = _TIME_ENTRY
+
+    def _entries(self, data: bytes):
+        for timestamp, relative in _TIME_ENTRY.iter_unpack(data):
+            yield timestamp, self.base_offset + relative
+
+    def _pack(self, timestamp: int, offset: int) -> bytes:
+        return _TIME_ENTRY.pack(timestamp, offset - self.base_offset)
+
+    def check(self) -> None:
+        super().check()
+        if any(later < earlier for earlier, later in zip(self._values, self._values[1:])):
+            raise CorruptIndexError(f"{self.path}: offsets out of order")
+
+    def append(self, timestamp: int, offset: int) -> None:
+        keys = self._loaded()
+        if keys and timestamp <= keys[-1]:
+            return
+        self._append(timestamp, offset, self._pack(timestamp, offset))
+
+    def lookup(self, timestamp: int) -> tuple[int, int]:
+        """The entry with the largest timestamp <= ``timestamp``, else (-1, base offset)."""
+        keys = self._loaded()
+        index = bisect.bisect_right(keys, timestamp) - 1
+        if index < 0:
+            return -1, self.base_offset
+        return keys[index], self._values[index]
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop entries pointing at offsets >= ``offset``."""
+        self._loaded()
+        self.truncate_entries(bisect.bisect_left(self._values, offset))
+
+    def last_entry(self) -> tuple[int, int]:
+        keys = self._loaded()
+        return (keys[-1], self._values[-1]) if keys else (-1, self.base_offset)

@@ -1,0 +1,432 @@
+"""One partition's log: an ordered run of segments in ``<topic>-<partition>/``.
+
+Synchronous and single-owner: one thread (the broker's trio thread) appends,
+reads, truncates and applies retention. The only work meant for another
+thread is the fsync of :meth:`Log.begin_flush`'s job, which touches nothing
+but file descriptors; the owner then records the new recovery point with
+:meth:`Log.complete_flush`. Segments removed by retention or truncation keep
+their descriptors open for ``file.delete.delay.ms`` so regions already handed
+to a sender stay readable.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import time
+from dataclasses import dataclass
+
+from log.config import LogConfig
+from log.segment import FileRegion, LogSegment, SegmentSettings
+from wire.records import (
+    LOG_APPEND_TIME,
+    LOG_OVERHEAD,
+    iter_batches,
+    stamp_base_offset,
+    stamp_log_append_time,
+    stamp_partition_leader_epoch,
+    validate_batch,
+)
+
+logger = logging.getLogger("log.partition_log")
+
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+MAX_TIMESTAMP = -3
+_RELATIVE_OFFSET_MAX = 2**31 - 1
+
+
+class OffsetOutOfRange(Exception):
+    def __init__(self, offset: int, log_start_offset: int, log_end_offset: int) -> None:
+        super().__init__(f"offset {offset} is outside [{log_start_offset}, {log_end_offset}]")
+        self.offset = offset
+        self.log_start_offset = log_start_offset
+        self.log_end_offset = log_end_offset
+
+
+class OffsetsOutOfOrder(ValueError):
+    """A follower's batch does not continue the log (its base offset is behind the end)."""
+
+
+@dataclass
+class AppendResult:
+    first_offset: int
+    last_offset: int
+    log_append_time: int  # -1 unless the topic uses LogAppendTime
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    batch_count: int
+
+
+@dataclass
+class FlushJob:
+    """An fsync of everything up to ``target_offset``; ``run`` may go to a worker thread."""
+
+    target_offset: int
+    segments: list[LogSegment]
+
+    def run(self) -> None:
+        for segment in self.segments:
+            segment.flush()
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class Log:
+    def __init__(self, directory: str, config: LogConfig) -> None:
+        self.directory = directory
+        self.config = config
+        self.settings = SegmentSettings(config.index_interval_bytes, config.segment_index_bytes)
+        self.segments: list[LogSegment] = []
+        self._base_offsets: list[int] = []
+        self.log_start_offset = 0
+        self.recovery_point = 0
+        self._unflushed_messages = 0
+        self._last_flush_ms = _now_ms()
+        self._retired: list[tuple[int, LogSegment]] = []
+        self._active_created_ms = 0
+
+    # -- opening --------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        directory: str,
+        config: LogConfig | None = None,
+        *,
+        recovery_point: int = 0,
+        log_start_offset: int = 0,
+        now_ms: int | None = None,
+    ) -> Log:
+        """Open (or create) a partition directory, recovering what may be torn.
+
+        Every segment from the one holding ``recovery_point`` on is checked batch
+        by batch; the log is cut at the first bad batch and any segment after it
+        is dropped. Segments before it are trusted and opened lazily.
+        """
+        log = cls(directory, config or LogConfig())
+        os.makedirs(directory, exist_ok=True)
+        now_ms = _now_ms() if now_ms is None else now_ms
+        log._active_created_ms = now_ms
+        for base_offset in log._scan_directory():
+            log._add_segment(LogSegment(directory, base_offset, log.settings))
+        if not log.segments:
+            log._add_segment(LogSegment(directory, max(log_start_offset, 0), log.settings))
+        log.log_start_offset = max(log_start_offset, log.segments[0].base_offset)
+        log._recover_from(recovery_point)
+        return log
+
+    def _scan_directory(self) -> list[int]:
+        base_offsets = []
+        for name in os.listdir(self.directory):
+            stem, dot, suffix = name.partition(".")
+            if suffix in ("tmp", "cleaned", "deleted") or name.endswith(".tmp"):
+                # Leftovers of an interrupted write, clean or delete: never part of the log.
+                os.unlink(os.path.join(self.directory, name))
+            elif suffix == "log" and stem.isdigit():
+                base_offsets.append(int(stem))
+        for name in os.listdir(self.directory):
+            stem, _, suffix = name.partition(".")
+            if suffix in ("index", "timeindex") and stem.isdigit() and int(stem) not in base_offsets:
+                os.unlink(os.path.join(self.directory, name))
+        return sorted(base_offsets)
+
+    def _recover_from(self, recovery_point: int) -> None:
+        # Segments before the one holding the recovery point were fsynced: trusted, opened lazily.
+        first = max(0, self._segment_index_for(recovery_point))
+        index = first
+        truncated_at = None
+        while index < len(self.segments):
+            segment = self.segments[index]
+            expected = self.segments[index - 1].next_offset if index > first else None
+            truncated = segment.recover(expected)
+            if truncated:
+                truncated_at = index
+                break
+            index += 1
+        if truncated_at is not None:
+            for segment in self.segments[truncated_at + 1 :]:
+                logger.warning("%s: dropping segment %d after a corrupt one", self.directory, segment.base_offset)
+                segment.close()
+                segment.unlink()
+            del self.segments[truncated_at + 1 :]
+            del self._base_offsets[truncated_at + 1 :]
+        if first >= len(self.segments) or self.active_segment.next_offset is None:
+            self.active_segment.load_tail()
+        for segment, following in zip(self.segments, self.segments[1:]):
+            if segment.next_offset is None:
+                segment.next_offset = following.base_offset
+        for segment in self.segments[first:]:
+            segment.flush()
+        self.recovery_point = self.log_end_offset
+        self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
+
+    def _add_segment(self, segment: LogSegment) -> None:
+        self.segments.append(segment)
+        self._base_offsets.append(segment.base_offset)
+
+    def _segment_index_for(self, offset: int) -> int:
+        return bisect.bisect_right(self._base_offsets, offset) - 1
+
+    # -- state ----------------------------------------------------------------
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self.segments[-1]
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.active_segment.next_offset
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(segment.size for segment in self.segments)
+
+    def __repr__(self) -> str:
+        return f"Log({self.directory!r}, start={self.log_start_offset}, end={self.log_end_offset}, segments={len(self.segments)})"
+
+    # -- appending ------------------------------------------------------------
+
+    def append(
+        self,
+        data,
+        *,
+        assign_offsets: bool = True,
+        leader_epoch: int | None = None,
+        now_ms: int | None = None,
+        validated: bool = False,
+    ) -> AppendResult:
+        """Append one or more whole batches.
+
+        As leader (``assign_offsets``) the log stamps base offsets (and the
+        leader epoch, and LogAppendTime when the topic asks for it) in place,
+        so ``data`` must be writable. As follower the batches keep their
+        offsets, which must continue the log.
+        """
+        now_ms = _now_ms() if now_ms is None else now_ms
+        view = memoryview(data)
+        next_offset = self.log_end_offset
+        first_offset = None
+        max_timestamp, offset_of_max, first_timestamp = -1, next_offset, None
+        batch_count = 0
+        append_time = now_ms if self.config.message_timestamp_type == "LogAppendTime" else -1
+        for position, header in iter_batches(view):
+            if not validated:
+                validate_batch(view, position)
+            if assign_offsets:
+                stamp_base_offset(view, position, next_offset)
+                if leader_epoch is not None:
+                    stamp_partition_leader_epoch(view, position, leader_epoch)
+                if append_time != -1:
+                    stamp_log_append_time(view, position, append_time)
+                base_offset = next_offset
+            else:
+                base_offset = header.base_offset
+                if base_offset < next_offset:
+                    raise OffsetsOutOfOrder(f"batch at {base_offset} does not continue the log at {next_offset}")
+            last_offset = base_offset + header.last_offset_delta
+            timestamp = append_time if append_time != -1 else header.max_timestamp
+            if timestamp > max_timestamp:
+                max_timestamp, offset_of_max = timestamp, last_offset
+            if first_timestamp is None:
+                first_timestamp = timestamp
+            if first_offset is None:
+                first_offset = base_offset
+            next_offset = last_offset + 1
+            batch_count += 1
+        if first_offset is None:
+            raise ValueError("nothing to append")
+        last_offset = next_offset - 1
+        self._maybe_roll(len(view), first_offset, last_offset, now_ms)
+        self.active_segment.append(view, last_offset, max_timestamp, offset_of_max, first_timestamp)
+        self._unflushed_messages += last_offset - first_offset + 1
+        if self._unflushed_messages >= self.config.flush_messages:
+            self.flush()
+        return AppendResult(first_offset, last_offset, append_time, max_timestamp, offset_of_max, batch_count)
+
+    def _maybe_roll(self, size: int, first_offset: int, last_offset: int, now_ms: int) -> None:
+        active = self.active_segment
+        if active.size == 0:
+            return
+        too_big = active.size + size > self.config.segment_bytes
+        too_old = now_ms - self._active_created_ms >= self.config.segment_ms
+        offsets_overflow = last_offset - active.base_offset > _RELATIVE_OFFSET_MAX
+        if too_big or too_old or offsets_overflow or active.indexes_full:
+            self.roll(now_ms, first_offset)
+
+    def roll(self, now_ms: int | None = None, base_offset: int | None = None) -> LogSegment:
+        """Start a new active segment at the log end offset."""
+        base_offset = self.log_end_offset if base_offset is None else base_offset
+        previous = self.active_segment
+        if previous.size == 0:
+            return previous
+        segment = LogSegment(self.directory, base_offset, self.settings)
+        segment.next_offset = base_offset
+        self._add_segment(segment)
+        self._active_created_ms = _now_ms() if now_ms is None else now_ms
+        return segment
+
+    # -- reading --------------------------------------------------------------
+
+    def read(self, start_offset: int, max_bytes: int, upper_bound: int | None = None, min_one_batch: bool = True) -> FileRegion | None:
+        """Batches from the one holding ``start_offset`` as one file region.
+
+        At most ``max_bytes`` unless the first batch alone is larger and
+        ``min_one_batch`` (Kafka's rule, so a consumer is never stuck); never
+        past ``upper_bound`` (the high watermark or last stable offset). None
+        when there is nothing to read yet.
+        """
+        end = self.log_end_offset
+        if start_offset < self.log_start_offset or start_offset > end:
+            raise OffsetOutOfRange(start_offset, self.log_start_offset, end)
+        if upper_bound is not None and start_offset >= upper_bound:
+            return None
+        index = self._segment_index_for(start_offset)
+        while 0 <= index < len(self.segments):
+            region = self.segments[index].read(start_offset, max_bytes, upper_bound, min_one_batch)
+            if region is not None:
+                return region
+            index += 1
+        return None
+
+    def read_bytes(self, start_offset: int, max_bytes: int, upper_bound: int | None = None, min_one_batch: bool = True) -> bytes:
+        region = self.read(start_offset, max_bytes, upper_bound, min_one_batch)
+        return b"" if region is None else region.read()
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """ListOffsets: (timestamp, offset) for a timestamp or EARLIEST/LATEST/MAX_TIMESTAMP."""
+        if timestamp == EARLIEST_TIMESTAMP:
+            return -1, self.log_start_offset
+        if timestamp == LATEST_TIMESTAMP:
+            return -1, self.log_end_offset
+        if timestamp == MAX_TIMESTAMP:
+            best = (-1, -1)
+            for segment in self.segments:
+                if segment.next_offset != segment.base_offset and segment.max_timestamp == -1:
+                    segment.load_tail()
+                if segment.max_timestamp > best[0] and segment.offset_of_max_timestamp >= self.log_start_offset:
+                    best = (segment.max_timestamp, segment.offset_of_max_timestamp)
+            return best if best[1] >= 0 else None
+        for segment in self.segments:
+            if segment.next_offset is not None and segment.next_offset <= self.log_start_offset:
+                continue
+            if segment.max_timestamp == -1:
+                segment.load_tail()
+            if segment.max_timestamp < timestamp:
+                continue
+            found = segment.find_offset_by_timestamp(timestamp, self.log_start_offset)
+            if found is not None:
+                return found
+        return None
+
+    # -- moving the ends ------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove everything from ``offset`` on (a follower diverged from its leader)."""
+        if offset >= self.log_end_offset:
+            return
+        if offset <= self.segments[0].base_offset:
+            self.truncate_fully_and_start_at(offset)
+            return
+        keep = self._segment_index_for(offset)
+        for segment in self.segments[keep + 1 :]:
+            self._retire(segment)
+        del self.segments[keep + 1 :]
+        del self._base_offsets[keep + 1 :]
+        self.active_segment.truncate_to(offset)
+        self.recovery_point = min(self.recovery_point, self.log_end_offset)
+        self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        for segment in self.segments:
+            self._retire(segment)
+        self.segments, self._base_offsets = [], []
+        segment = LogSegment(self.directory, offset, self.settings)
+        segment.next_offset = offset
+        self._add_segment(segment)
+        self.log_start_offset = self.recovery_point = offset
+
+    def advance_log_start_offset(self, offset: int) -> None:
+        """DeleteRecords: records below ``offset`` are gone for readers at once."""
+        if offset > self.log_end_offset:
+            raise OffsetOutOfRange(offset, self.log_start_offset, self.log_end_offset)
+        self.log_start_offset = max(self.log_start_offset, offset)
+
+    def apply_retention(self, now_ms: int | None = None) -> list[int]:
+        """Delete whole old segments (never the active one); returns their base offsets.
+
+        A segment goes when it lies wholly below the log start offset, when its
+        newest timestamp is older than ``retention.ms``, or while the log is
+        over ``retention.bytes`` by at least its size; only a prefix of the log
+        is ever deleted.
+        """
+        now_ms = _now_ms() if now_ms is None else now_ms
+        config = self.config
+        excess = self.size_bytes - config.retention_bytes if config.retention_bytes >= 0 else -1
+        deleted = []
+        while len(self.segments) > 1:
+            segment, following = self.segments[0], self.segments[1]
+            below_start = following.base_offset <= self.log_start_offset
+            if segment.max_timestamp == -1 and segment.size:
+                segment.load_tail()
+            expired = config.delete and config.retention_ms >= 0 and now_ms - segment.max_timestamp > config.retention_ms
+            oversized = config.delete and excess >= segment.size > 0
+            if not (below_start or expired or oversized):
+                break
+            excess -= segment.size
+            deleted.append(segment.base_offset)
+            self._retire(segment)
+            del self.segments[0]
+            del self._base_offsets[0]
+            self.log_start_offset = max(self.log_start_offset, following.base_offset)
+        self.close_retired(now_ms)
+        return deleted
+
+    def _retire(self, segment: LogSegment) -> None:
+        segment.unlink()
+        self._retired.append((_now_ms() + self.config.file_delete_delay_ms, segment))
+
+    def close_retired(self, now_ms: int | None = None, everything: bool = False) -> None:
+        now_ms = _now_ms() if now_ms is None else now_ms
+        keep = []
+        for deadline, segment in self._retired:
+            if everything or deadline <= now_ms:
+                segment.close()
+            else:
+                keep.append((deadline, segment))
+        self._retired = keep
+
+    # -- durability -----------------------------------------------------------
+
+    def begin_flush(self) -> FlushJob:
+        """What to fsync to make everything appended so far durable."""
+        first = max(0, self._segment_index_for(self.recovery_point))
+        return FlushJob(self.log_end_offset, list(self.segments[first:]))
+
+    def complete_flush(self, job: FlushJob) -> None:
+        if job.target_offset > self.recovery_point:
+            self.recovery_point = job.target_offset
+        if self.recovery_point >= self.log_end_offset:
+            self._unflushed_messages = 0
+        self._last_flush_ms = _now_ms()
+
+    def flush(self) -> None:
+        """fsync here and now (the owner's thread blocks)."""
+        if self.recovery_point >= self.log_end_offset:
+            return
+        job = self.begin_flush()
+        job.run()
+        self.complete_flush(job)
+
+    def flush_due(self, now_ms: int | None = None) -> bool:
+        """Whether ``flush.ms`` says the unflushed data should be fsynced now."""
+        now_ms = _now_ms() if now_ms is None else now_ms
+        return self.recovery_point < self.log_end_offset and now_ms - self._last_flush_ms >= self.config.flush_ms
+
+    def close(self) -> None:
+        for segment in self.segments:
+            segment.close()
+        self.close_retired(everything=True)

@@ -1,0 +1,319 @@
+"""One segment of a partition log: ``<base offset>.log`` and its indexes.
+
+The ``.log`` file holds whole record batches exactly as they arrived (offsets
+stamped). Reads hand out file regions for ``os.sendfile``; only the 61-byte
+batch headers are ever parsed on the read path.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+
+from crc32c import crc32c
+
+from log.index import CorruptIndexError, OffsetIndex, TimeIndex
+from wire.records import HEADER_SIZE, LOG_OVERHEAD, MAGIC, BatchHeader, decode_records
+from wire.schema import Region
+
+logger = logging.getLogger("log.segment")
+
+_SCAN_CHUNK_BYTES = 1024 * 1024
+
+
+def segment_file_name(base_offset: int, suffix: str) -> str:
+    return f"{base_offset:020d}{suffix}"
+
+
+class FileRegion(Region):
+    """``length`` bytes of an open file from ``position``: what sendfile sends."""
+
+    __slots__ = ("fd", "position", "length")
+
+    def __init__(self, fd: int, position: int, length: int) -> None:
+        self.fd = fd
+        self.position = position
+        self.length = length
+
+    def read(self) -> bytes:
+        return os.pread(self.fd, self.length, self.position)
+
+    def __repr__(self) -> str:
+        return f"FileRegion(fd={self.fd}, position={self.position}, length={self.length})"
+
+
+@dataclass(frozen=True)
+class SegmentSettings:
+    index_interval_bytes: int = 4096
+    max_index_bytes: int = 10 * 1024 * 1024
+
+
+class LogSegment:
+    """A ``.log`` file of whole batches with its offset and time indexes.
+
+    Files open on first use. ``next_offset`` (one past the last offset) is
+    known once the segment has been appended to, recovered, or ``load_tail``-ed.
+    """
+
+    def __init__(self, directory: str, base_offset: int, settings: SegmentSettings) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        self.settings = settings
+        self.log_path = os.path.join(directory, segment_file_name(base_offset, ".log"))
+        self.offset_index = OffsetIndex(
+            os.path.join(directory, segment_file_name(base_offset, ".index")), base_offset, settings.max_index_bytes
+        )
+        self.time_index = TimeIndex(
+            os.path.join(directory, segment_file_name(base_offset, ".timeindex")), base_offset, settings.max_index_bytes
+        )
+        self._fd: int | None = None
+        self._size: int | None = None
+        self.next_offset: int | None = None
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = base_offset
+        self.first_batch_timestamp: int | None = None
+        self._bytes_since_index_entry = 0
+
+    def __repr__(self) -> str:
+        return f"LogSegment(base_offset={self.base_offset}, size={self._size}, next_offset={self.next_offset})"
+
+    # -- files ----------------------------------------------------------------
+
+    @property
+    def fd(self) -> int:
+        if self._fd is None:
+            self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        return self._fd
+
+    @property
+    def size(self) -> int:
+        if self._size is None:
+            self._size = os.fstat(self.fd).st_size
+        return self._size
+
+    def flush(self) -> None:
+        """fsync the log and its indexes; safe to call from a worker thread."""
+        os.fsync(self.fd)
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        self.offset_index.close()
+        self.time_index.close()
+
+    def unlink(self) -> None:
+        """Remove the files; an open descriptor keeps serving regions already handed out."""
+        for path in (self.log_path, self.offset_index.path, self.time_index.path):
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+
+    # -- appending ------------------------------------------------------------
+
+    def append(self, data, last_offset: int, max_timestamp: int, offset_of_max_timestamp: int, first_timestamp: int) -> None:
+        """Write whole batches (offsets already stamped) at the end of the file."""
+        position = self.size
+        view = memoryview(data)
+        written = 0
+        try:
+            while written < len(view):
+                written += os.write(self.fd, view[written:])
+        except OSError:
+            # Leave no partial batch behind: the log must stay a sequence of whole batches.
+            os.ftruncate(self.fd, position)
+            raise
+        self._size = position + len(view)
+        if self.first_batch_timestamp is None:
+            self.first_batch_timestamp = first_timestamp
+        if max_timestamp > self.max_timestamp:
+            self.max_timestamp = max_timestamp
+            self.offset_of_max_timestamp = offset_of_max_timestamp
+        if self._bytes_since_index_entry > self.settings.index_interval_bytes:
+            self.offset_index.append(last_offset, position)
+            self.time_index.append(self.max_timestamp, self.offset_of_max_timestamp)
+            self._bytes_since_index_entry = 0
+        self._bytes_since_index_entry += len(view)
+        self.next_offset = last_offset + 1
+
+    @property
+    def indexes_full(self) -> bool:
+        return self.offset_index.is_full or self.time_index.is_full
+
+    # -- scanning -------------------------------------------------------------
+
+    def _header_at(self, position: int) -> BatchHeader | None:
+        data = os.pread(self.fd, HEADER_SIZE, position)
+        if len(data) < HEADER_SIZE:
+            return None
+        return BatchHeader.read(data)
+
+    def batches_from(self, position: int = 0, end: int | None = None):
+        """(position, header) of each batch from ``position``; headers only."""
+        end = self.size if end is None else end
+        while position + HEADER_SIZE <= end:
+            header = self._header_at(position)
+            if header is None:
+                return
+            yield position, header
+            position += header.batch_length + LOG_OVERHEAD
+
+    def translate(self, offset: int) -> tuple[int, BatchHeader] | None:
+        """The first batch whose last offset is >= ``offset``, via the index."""
+        _, position = self.offset_index.lookup(offset)
+        for batch_position, header in self.batches_from(position):
+            if header.last_offset >= offset:
+                return batch_position, header
+        return None
+
+    def load_tail(self) -> None:
+        """Learn next offset and max timestamp of a segment that needs no recovery."""
+        try:
+            self.offset_index.check()
+            self.time_index.check()
+        except CorruptIndexError as error:
+            logger.warning("rebuilding indexes: %s", error)
+            self.recover()
+            return
+        last_offset, position = self.offset_index.last_entry()
+        self.next_offset = self.base_offset
+        for _, header in self.batches_from(position):
+            self.next_offset = header.last_offset + 1
+            if header.max_timestamp > self.max_timestamp:
+                self.max_timestamp = header.max_timestamp
+                self.offset_of_max_timestamp = header.last_offset
+        indexed_timestamp, indexed_offset = self.time_index.last_entry()
+        if indexed_timestamp > self.max_timestamp:
+            self.max_timestamp, self.offset_of_max_timestamp = indexed_timestamp, indexed_offset
+
+    def recover(self, expected_base_offset: int | None = None) -> int:
+        """Validate every batch, rebuild both indexes, cut the file at the first bad batch.
+
+        Returns the number of bytes truncated. A batch is bad when it is torn
+        (runs past the end of the file), has a bad length, magic or CRC-32C,
+        or goes back in offsets.
+        """
+        size = self.size
+        position = 0
+        next_offset = self.base_offset if expected_base_offset is None else expected_base_offset
+        offset_entries: list[tuple[int, int]] = []
+        time_entries: list[tuple[int, int]] = []
+        max_timestamp, offset_of_max = -1, self.base_offset
+        since_entry = 0
+        reason = None
+        chunk, chunk_start = b"", 0
+        while position < size:
+            if size - position < HEADER_SIZE:
+                reason = "torn header"
+                break
+            if position + HEADER_SIZE > chunk_start + len(chunk):
+                chunk_start, chunk = position, os.pread(self.fd, max(_SCAN_CHUNK_BYTES, HEADER_SIZE), position)
+            header = BatchHeader.read(chunk, position - chunk_start)
+            batch_size = header.batch_length + LOG_OVERHEAD
+            if header.magic != MAGIC or header.batch_length < HEADER_SIZE - LOG_OVERHEAD:
+                reason = f"bad magic {header.magic} or length {header.batch_length}"
+                break
+            if position + batch_size > size:
+                reason = "torn batch"
+                break
+            if position + batch_size > chunk_start + len(chunk):
+                chunk_start, chunk = position, os.pread(self.fd, max(_SCAN_CHUNK_BYTES, batch_size), position)
+            start = position - chunk_start
+            if crc32c(memoryview(chunk)[start + 21 : start + batch_size]) != header.crc:
+                reason = f"CRC mismatch at offset {header.base_offset}"
+                break
+            if header.base_offset < next_offset or header.last_offset < header.base_offset:
+                reason = f"offset {header.base_offset} goes backwards (expected >= {next_offset})"
+                break
+            if header.max_timestamp > max_timestamp:
+                max_timestamp, offset_of_max = header.max_timestamp, header.last_offset
+            if since_entry > self.settings.index_interval_bytes:
+                offset_entries.append((header.last_offset, position))
+                if not time_entries or max_timestamp > time_entries[-1][0]:
+                    time_entries.append((max_timestamp, offset_of_max))
+                since_entry = 0
+            since_entry += batch_size
+            if self.first_batch_timestamp is None:
+                self.first_batch_timestamp = header.max_timestamp
+            next_offset = header.last_offset + 1
+            position += batch_size
+        truncated = size - position
+        if truncated:
+            logger.warning("%s: truncating %d bytes at position %d: %s", self.log_path, truncated, position, reason)
+            os.ftruncate(self.fd, position)
+            self._size = position
+        self.offset_index.rewrite(offset_entries)
+        self.time_index.rewrite(time_entries)
+        self.next_offset = next_offset
+        self.max_timestamp, self.offset_of_max_timestamp = max_timestamp, offset_of_max
+        self._bytes_since_index_entry = since_entry
+        return truncated
+
+    # -- reading --------------------------------------------------------------
+
+    def read(self, start_offset: int, max_bytes: int, upper_bound: int | None, min_one_batch: bool) -> FileRegion | None:
+        """A region from the batch holding ``start_offset``, at most ``max_bytes``
+        (but a whole first batch when ``min_one_batch``), ending before ``upper_bound``."""
+        found = self.translate(start_offset)
+        if found is None:
+            return None
+        start, first = found
+        if upper_bound is not None and first.base_offset >= upper_bound:
+            return None
+        end = self.size
+        if upper_bound is not None and self.next_offset is not None and upper_bound < self.next_offset:
+            bound = self.translate(upper_bound)
+            if bound is not None:
+                end = bound[0]  # as Kafka: the batch holding the bound is not visible yet
+        length = min(max_bytes, end - start)
+        first_size = first.batch_length + LOG_OVERHEAD
+        if min_one_batch and length < first_size:
+            length = min(first_size, end - start)
+        if length <= 0:
+            return None
+        return FileRegion(self.fd, start, length)
+
+    def find_offset_by_timestamp(self, timestamp: int, start_offset: int) -> tuple[int, int] | None:
+        """(timestamp, offset) of the first record at or after ``start_offset``
+        with a timestamp >= ``timestamp``, or None."""
+        _, indexed_offset = self.time_index.lookup(timestamp)
+        _, position = self.offset_index.lookup(max(indexed_offset, start_offset))
+        for batch_position, header in self.batches_from(position):
+            if header.max_timestamp < timestamp or header.last_offset < start_offset:
+                continue
+            data = os.pread(self.fd, header.batch_length + LOG_OVERHEAD, batch_position)
+            _, records = decode_records(data)
+            for record in records:
+                offset = header.base_offset + record.offset_delta
+                record_timestamp = header.base_timestamp + record.timestamp_delta
+                if header.timestamp_type == 1:
+                    record_timestamp = header.max_timestamp
+                if offset >= start_offset and record_timestamp >= timestamp:
+                    return record_timestamp, offset
+        return None
+
+    def truncate_to(self, offset: int) -> int:
+        """Drop the batch holding ``offset`` and all after it; returns bytes removed."""
+        found = self.translate(offset)
+        if found is None:
+            return 0
+        position, _ = found
+        removed = self.size - position
+        os.ftruncate(self.fd, position)
+        self._size = position
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        self.recover_tail_state()
+        return removed
+
+    def recover_tail_state(self) -> None:
+        """Recompute next offset and max timestamp after the end moved back."""
+        self.max_timestamp, self.offset_of_max_timestamp = -1, self.base_offset
+        self.first_batch_timestamp = None
+        self.load_tail()
+        if self.size == 0:
+            self._bytes_since_index_entry = 0
