@@ -88,6 +88,10 @@ class Log:
         self._last_flush_ms = _now_ms()
         self._retired: list[tuple[int, LogSegment]] = []
         self._active_created_ms = 0
+        # Set by the LogManager: the topic id from partition.metadata and the
+        # leader epoch cache kept in leader-epoch-checkpoint.
+        self.topic_id = None
+        self.leader_epochs = None
 
     # -- opening --------------------------------------------------------------
 
@@ -212,6 +216,7 @@ class Log:
         first_offset = None
         max_timestamp, offset_of_max, first_timestamp = -1, next_offset, None
         batch_count = 0
+        epoch_starts: list[tuple[int, int]] = []  # (leader epoch, first offset) where the epoch changes
         append_time = now_ms if self.config.message_timestamp_type == "LogAppendTime" else -1
         for position, header in iter_batches(view):
             if not validated:
@@ -227,6 +232,9 @@ class Log:
                 base_offset = header.base_offset
                 if base_offset < next_offset:
                     raise OffsetsOutOfOrder(f"batch at {base_offset} does not continue the log at {next_offset}")
+            epoch = leader_epoch if assign_offsets else header.partition_leader_epoch
+            if epoch is not None and epoch >= 0 and (not epoch_starts or epoch_starts[-1][0] != epoch):
+                epoch_starts.append((epoch, base_offset))
             last_offset = base_offset + header.last_offset_delta
             timestamp = append_time if append_time != -1 else header.max_timestamp
             if timestamp > max_timestamp:
@@ -240,6 +248,9 @@ class Log:
         if first_offset is None:
             raise ValueError("nothing to append")
         last_offset = next_offset - 1
+        if self.leader_epochs is not None:
+            for epoch, start_offset in epoch_starts:
+                self.leader_epochs.assign(epoch, start_offset)
         self._maybe_roll(len(view), first_offset, last_offset, now_ms)
         self.active_segment.append(view, last_offset, max_timestamp, offset_of_max, first_timestamp)
         self._unflushed_messages += last_offset - first_offset + 1
@@ -337,6 +348,8 @@ class Log:
         del self.segments[keep + 1 :]
         del self._base_offsets[keep + 1 :]
         self.active_segment.truncate_to(offset)
+        if self.leader_epochs is not None:
+            self.leader_epochs.truncate_from_end(self.log_end_offset)
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
 
@@ -348,12 +361,16 @@ class Log:
         segment.next_offset = offset
         self._add_segment(segment)
         self.log_start_offset = self.recovery_point = offset
+        if self.leader_epochs is not None:
+            self.leader_epochs.clear()
 
     def advance_log_start_offset(self, offset: int) -> None:
         """DeleteRecords: records below ``offset`` are gone for readers at once."""
         if offset > self.log_end_offset:
             raise OffsetOutOfRange(offset, self.log_start_offset, self.log_end_offset)
         self.log_start_offset = max(self.log_start_offset, offset)
+        if self.leader_epochs is not None:
+            self.leader_epochs.truncate_from_start(self.log_start_offset)
 
     def apply_retention(self, now_ms: int | None = None) -> list[int]:
         """Delete whole old segments (never the active one); returns their base offsets.

@@ -1,0 +1,99 @@
+"""The partitions of one log directory, with Kafka's per-directory checkpoints.
+
+``log.dirs`` holds a directory per partition (``<topic>-<partition>``) plus
+``recovery-point-offset-checkpoint`` and ``log-start-offset-checkpoint``: the
+offsets below which each partition needs no recovery, and where each
+partition's log starts. Opening a partition passes both to :meth:`Log.open`,
+so only what was written after the last checkpoint gets scanned.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+
+from log.checkpoint import (
+    LEADER_EPOCH_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    PARTITION_METADATA,
+    RECOVERY_POINT_CHECKPOINT,
+    LeaderEpochCache,
+    LeaderEpochCheckpointFile,
+    OffsetCheckpointFile,
+    PartitionMetadataFile,
+)
+from log.config import LogConfig
+from log.partition_log import Log
+
+TopicPartition = tuple[str, int]
+
+
+def partition_directory_name(topic: str, partition: int) -> str:
+    return f"{topic}-{partition}"
+
+
+def parse_partition_directory_name(name: str) -> TopicPartition | None:
+    topic, dash, partition = name.rpartition("-")
+    if not dash or not topic or not partition.isdigit():
+        return None
+    return topic, int(partition)
+
+
+class LogManager:
+    def __init__(self, log_dir: str) -> None:
+        self.log_dir = log_dir
+        os.makedirs(log_dir, exist_ok=True)
+        self._recovery_points = OffsetCheckpointFile(os.path.join(log_dir, RECOVERY_POINT_CHECKPOINT))
+        self._log_starts = OffsetCheckpointFile(os.path.join(log_dir, LOG_START_OFFSET_CHECKPOINT))
+        self.logs: dict[TopicPartition, Log] = {}
+
+    def existing_partitions(self) -> list[TopicPartition]:
+        found = []
+        for name in sorted(os.listdir(self.log_dir)):
+            parsed = parse_partition_directory_name(name)
+            if parsed is not None and os.path.isdir(os.path.join(self.log_dir, name)):
+                found.append(parsed)
+        return found
+
+    def open(self, topic: str, partition: int, config: LogConfig | None = None, topic_id: uuid.UUID | None = None) -> Log:
+        """Open or create a partition's log; a topic id is kept in ``partition.metadata``."""
+        key = (topic, partition)
+        if key in self.logs:
+            return self.logs[key]
+        directory = os.path.join(self.log_dir, partition_directory_name(topic, partition))
+        log = Log.open(
+            directory,
+            config,
+            recovery_point=self._recovery_points.read().get(key, 0),
+            log_start_offset=self._log_starts.read().get(key, 0),
+        )
+        metadata = PartitionMetadataFile(os.path.join(directory, PARTITION_METADATA))
+        if topic_id is not None and metadata.read() != topic_id:
+            metadata.write(topic_id)
+        log.topic_id = metadata.read()
+        log.leader_epochs = LeaderEpochCache(LeaderEpochCheckpointFile(os.path.join(directory, LEADER_EPOCH_CHECKPOINT)))
+        log.leader_epochs.truncate_from_end(log.log_end_offset)
+        self.logs[key] = log
+        return log
+
+    def checkpoint(self) -> None:
+        """Persist every open partition's recovery point and log start offset."""
+        self._recovery_points.write({key: log.recovery_point for key, log in self.logs.items()})
+        self._log_starts.write({key: log.log_start_offset for key, log in self.logs.items()})
+
+    def delete(self, topic: str, partition: int) -> None:
+        key = (topic, partition)
+        log = self.logs.pop(key, None)
+        if log is not None:
+            log.close()
+        shutil.rmtree(os.path.join(self.log_dir, partition_directory_name(topic, partition)), ignore_errors=True)
+        self.checkpoint()
+
+    def close(self) -> None:
+        for log in self.logs.values():
+            log.flush()
+        self.checkpoint()
+        for log in self.logs.values():
+            log.close()
+        self.logs.clear()

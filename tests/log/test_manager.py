@@ -1,0 +1,58 @@
+"""The log directory: partitions, Kafka's checkpoint files, topic ids and leader epochs."""
+
+import os
+import uuid
+
+from log.checkpoint import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, OffsetCheckpointFile
+from log.config import LogConfig
+from log.manager import LogManager, parse_partition_directory_name
+from wire.records import Record, build_batch
+
+
+def batch(values, epoch=-1):
+    return bytearray(build_batch([Record(offset_delta=i, value=v) for i, v in enumerate(values)], partition_leader_epoch=epoch))
+
+
+def test_partition_directory_names_parse_like_kafka():
+    assert parse_partition_directory_name("orders-3") == ("orders", 3)
+    assert parse_partition_directory_name("my-topic-with-dashes-12") == ("my-topic-with-dashes", 12)
+    assert parse_partition_directory_name("recovery-point-offset-checkpoint") is None
+    assert parse_partition_directory_name("nodash") is None
+
+
+def test_checkpoints_survive_reopen_and_bound_recovery(tmp_path):
+    manager = LogManager(str(tmp_path))
+    topic_id = uuid.uuid4()
+    log = manager.open("orders", 0, LogConfig(segment_bytes=300), topic_id=topic_id)
+    for i in range(20):
+        log.append(batch([b"value-%d" % i] * 3), leader_epoch=2 if i < 10 else 5)
+    log.advance_log_start_offset(4)
+    manager.close()
+
+    assert OffsetCheckpointFile(os.path.join(tmp_path, RECOVERY_POINT_CHECKPOINT)).read() == {("orders", 0): 60}
+    assert OffsetCheckpointFile(os.path.join(tmp_path, LOG_START_OFFSET_CHECKPOINT)).read() == {("orders", 0): 4}
+    assert (tmp_path / "orders-0" / "partition.metadata").read_text().startswith("version: 0\ntopic_id: ")
+
+    reopened = LogManager(str(tmp_path))
+    assert reopened.existing_partitions() == [("orders", 0)]
+    log = reopened.open("orders", 0, LogConfig(segment_bytes=300))
+    assert (log.log_start_offset, log.log_end_offset, log.recovery_point) == (4, 60, 60)
+    assert log.topic_id == topic_id
+    assert [tuple(entry) for entry in log.leader_epochs.entries] == [(2, 4), (5, 30)]
+    assert log.leader_epochs.end_offset_for(2, log.log_end_offset) == (2, 30)
+    reopened.close()
+
+
+def test_truncation_rewinds_the_leader_epoch_cache(tmp_path):
+    manager = LogManager(str(tmp_path))
+    log = manager.open("t", 0)
+    log.append(batch([b"a"]), leader_epoch=1)
+    log.append(batch([b"b"]), leader_epoch=3)
+    log.truncate_to(1)
+    assert [tuple(entry) for entry in log.leader_epochs.entries] == [(1, 0)]
+    follower_batch = batch([b"c"], epoch=4)
+    follower_batch[0:8] = (1).to_bytes(8, "big")
+    log.append(follower_batch, assign_offsets=False)
+    assert [tuple(entry) for entry in log.leader_epochs.entries] == [(1, 0), (4, 1)]
+    manager.delete("t", 0)
+    assert not (tmp_path / "t-0").exists()
