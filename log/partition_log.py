@@ -18,7 +18,16 @@ import time
 from dataclasses import dataclass
 
 from log.config import LogConfig
+from log.producer_state import (
+    DuplicateBatch,
+    ProducerStateManager,
+    delete_snapshots_after,
+    delete_snapshots_before,
+    load_latest_snapshot,
+    read_txn_marker,
+)
 from log.segment import FileRegion, LogSegment, SegmentSettings
+from log.txn_index import AbortedTxn
 from wire.records import (
     LOG_APPEND_TIME,
     LOG_OVERHEAD,
@@ -49,6 +58,14 @@ class OffsetsOutOfOrder(ValueError):
     """A follower's batch does not continue the log (its base offset is behind the end)."""
 
 
+class ProducerStateError(Exception):
+    """The producer state refused a batch: ``error_code`` is what the client gets."""
+
+    def __init__(self, error_code: int, message: str) -> None:
+        super().__init__(message)
+        self.error_code = error_code
+
+
 @dataclass
 class AppendResult:
     first_offset: int
@@ -57,6 +74,7 @@ class AppendResult:
     max_timestamp: int
     offset_of_max_timestamp: int
     batch_count: int
+    duplicate: bool = False  # a retried batch already in the log; offsets are the original ones
 
 
 @dataclass
@@ -92,6 +110,7 @@ class Log:
         # leader epoch cache kept in leader-epoch-checkpoint.
         self.topic_id = None
         self.leader_epochs = None
+        self.producer_state = ProducerStateManager()
 
     # -- opening --------------------------------------------------------------
 
@@ -121,7 +140,24 @@ class Log:
             log._add_segment(LogSegment(directory, max(log_start_offset, 0), log.settings))
         log.log_start_offset = max(log_start_offset, log.segments[0].base_offset)
         log._recover_from(recovery_point)
+        log._load_producer_state()
         return log
+
+    def _load_producer_state(self) -> None:
+        """The newest producer snapshot at or below the log end, plus every batch after it."""
+        delete_snapshots_after(self.directory, self.log_end_offset)
+        found = load_latest_snapshot(self.directory, self.log_end_offset)
+        state = found[1] if found is not None else ProducerStateManager()
+        index = max(0, self._segment_index_for(state.end_offset))
+        for segment in self.segments[index:]:
+            for position, header in segment.batches_from(0):
+                if header.last_offset < state.end_offset:
+                    continue
+                marker = None
+                if header.is_control:
+                    marker = read_txn_marker(os.pread(segment.fd, header.batch_length + LOG_OVERHEAD, position))
+                state.replay(header, marker)
+        self.producer_state = state
 
     def _scan_directory(self) -> list[int]:
         base_offsets = []
@@ -134,7 +170,7 @@ class Log:
                 base_offsets.append(int(stem))
         for name in os.listdir(self.directory):
             stem, _, suffix = name.partition(".")
-            if suffix in ("index", "timeindex") and stem.isdigit() and int(stem) not in base_offsets:
+            if suffix in ("index", "timeindex", "txnindex") and stem.isdigit() and int(stem) not in base_offsets:
                 os.unlink(os.path.join(self.directory, name))
         return sorted(base_offsets)
 
@@ -202,6 +238,7 @@ class Log:
         leader_epoch: int | None = None,
         now_ms: int | None = None,
         validated: bool = False,
+        origin: str = "client",
     ) -> AppendResult:
         """Append one or more whole batches.
 
@@ -209,9 +246,19 @@ class Log:
         leader epoch, and LogAppendTime when the topic asks for it) in place,
         so ``data`` must be writable. As follower the batches keep their
         offsets, which must continue the log.
+
+        Batches from a ``"client"`` (or ``"coordinator"``) go through the
+        producer state first: a retried batch returns its original offsets with
+        ``duplicate`` set and is not written again; a sequence gap or fenced
+        epoch raises :class:`ProducerStateError`.
         """
         now_ms = _now_ms() if now_ms is None else now_ms
         view = memoryview(data)
+        if assign_offsets and origin != "replication":
+            duplicate = self._check_producer_state(view, origin)
+            if duplicate is not None:
+                return AppendResult(duplicate.first_offset, duplicate.last_offset, -1, duplicate.timestamp, duplicate.last_offset, 1, duplicate=True)
+        applied = []  # (header, first offset, last offset, position) per batch, for the producer state
         next_offset = self.log_end_offset
         first_offset = None
         max_timestamp, offset_of_max, first_timestamp = -1, next_offset, None
@@ -236,6 +283,7 @@ class Log:
             if epoch is not None and epoch >= 0 and (not epoch_starts or epoch_starts[-1][0] != epoch):
                 epoch_starts.append((epoch, base_offset))
             last_offset = base_offset + header.last_offset_delta
+            applied.append((header, base_offset, last_offset, position))
             timestamp = append_time if append_time != -1 else header.max_timestamp
             if timestamp > max_timestamp:
                 max_timestamp, offset_of_max = timestamp, last_offset
@@ -253,10 +301,51 @@ class Log:
                 self.leader_epochs.assign(epoch, start_offset)
         self._maybe_roll(len(view), first_offset, last_offset, now_ms)
         self.active_segment.append(view, last_offset, max_timestamp, offset_of_max, first_timestamp)
+        self._update_producer_state(view, applied)
         self._unflushed_messages += last_offset - first_offset + 1
         if self._unflushed_messages >= self.config.flush_messages:
             self.flush()
         return AppendResult(first_offset, last_offset, append_time, max_timestamp, offset_of_max, batch_count)
+
+    def _check_producer_state(self, view, origin: str) -> DuplicateBatch | None:
+        batches = list(iter_batches(view))
+        for position, header in batches:
+            if header.producer_id < 0:
+                continue
+            marker = read_txn_marker(view, position) if header.is_control else None
+            validation = self.producer_state.validate(header, is_from_client=origin == "client", marker=marker)
+            if validation.duplicate is not None:
+                if len(batches) != 1:
+                    raise ProducerStateError(validation.error or 0, "a duplicate batch among several")
+                return validation.duplicate
+            if validation.error:
+                raise ProducerStateError(validation.error, validation.message)
+        return None
+
+    def _update_producer_state(self, view, applied) -> None:
+        state = self.producer_state
+        for header, first_offset, last_offset, position in applied:
+            marker = read_txn_marker(view, position) if header.is_control else None
+            completed = state.update(header, first_offset, last_offset, marker=marker)
+            if completed is not None and completed.is_aborted:
+                aborted = AbortedTxn(completed.producer_id, completed.first_offset, completed.last_offset, state.last_stable_offset(completed))
+                self.active_segment.txn_index.append(aborted)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Below it every transaction is decided (the replica layer bounds it by the high watermark)."""
+        first_unstable = self.producer_state.first_unstable_offset()
+        return self.log_end_offset if first_unstable is None else first_unstable
+
+    def collect_aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """Aborted transactions overlapping [fetch_offset, upper_bound), for read_committed fetches."""
+        found: list[AbortedTxn] = []
+        for segment in self.segments[max(0, self._segment_index_for(fetch_offset)) :]:
+            result = segment.txn_index.collect_aborted(fetch_offset, upper_bound)
+            found.extend(result.aborted)
+            if result.is_complete or segment.base_offset >= upper_bound:
+                break
+        return found
 
     def _maybe_roll(self, size: int, first_offset: int, last_offset: int, now_ms: int) -> None:
         active = self.active_segment
@@ -278,6 +367,9 @@ class Log:
         segment.next_offset = base_offset
         self._add_segment(segment)
         self._active_created_ms = _now_ms() if now_ms is None else now_ms
+        # As Kafka: a producer snapshot per segment bounds the replay after a restart.
+        if self.producer_state.end_offset == base_offset:
+            self.producer_state.take_snapshot(self.directory)
         return segment
 
     # -- reading --------------------------------------------------------------
@@ -352,6 +444,7 @@ class Log:
             self.leader_epochs.truncate_from_end(self.log_end_offset)
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
+        self._load_producer_state()
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         for segment in self.segments:
@@ -363,6 +456,8 @@ class Log:
         self.log_start_offset = self.recovery_point = offset
         if self.leader_epochs is not None:
             self.leader_epochs.clear()
+        delete_snapshots_after(self.directory, -1)
+        self.producer_state = ProducerStateManager(end_offset=offset)
 
     def advance_log_start_offset(self, offset: int) -> None:
         """DeleteRecords: records below ``offset`` are gone for readers at once."""
@@ -399,6 +494,8 @@ class Log:
             del self.segments[0]
             del self._base_offsets[0]
             self.log_start_offset = max(self.log_start_offset, following.base_offset)
+        if deleted:
+            delete_snapshots_before(self.directory, self.segments[0].base_offset)
         self.close_retired(now_ms)
         return deleted
 
@@ -444,6 +541,9 @@ class Log:
         return self.recovery_point < self.log_end_offset and now_ms - self._last_flush_ms >= self.config.flush_ms
 
     def close(self) -> None:
+        """Close the files, after a producer snapshot at the log end (a clean restart replays nothing)."""
+        if self.producer_state.end_offset == self.log_end_offset and len(self.producer_state):
+            self.producer_state.take_snapshot(self.directory)
         for segment in self.segments:
             segment.close()
         self.close_retired(everything=True)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from crc32c import crc32c
 
 from log.index import CorruptIndexError, OffsetIndex, TimeIndex
+from log.txn_index import TransactionIndex
 from wire.records import HEADER_SIZE, LOG_OVERHEAD, MAGIC, BatchHeader, decode_records
 from wire.schema import Region
 
@@ -67,6 +68,7 @@ class LogSegment:
         self.time_index = TimeIndex(
             os.path.join(directory, segment_file_name(base_offset, ".timeindex")), base_offset, settings.max_index_bytes
         )
+        self.txn_index = TransactionIndex(os.path.join(directory, segment_file_name(base_offset, ".txnindex")), base_offset)
         self._fd: int | None = None
         self._size: int | None = None
         self.next_offset: int | None = None
@@ -97,6 +99,7 @@ class LogSegment:
         os.fsync(self.fd)
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def close(self) -> None:
         if self._fd is not None:
@@ -104,10 +107,11 @@ class LogSegment:
             self._fd = None
         self.offset_index.close()
         self.time_index.close()
+        self.txn_index.close()
 
     def unlink(self) -> None:
         """Remove the files; an open descriptor keeps serving regions already handed out."""
-        for path in (self.log_path, self.offset_index.path, self.time_index.path):
+        for path in (self.log_path, self.offset_index.path, self.time_index.path, self.txn_index.path):
             try:
                 os.unlink(path)
             except FileNotFoundError:
@@ -248,6 +252,7 @@ class LogSegment:
             self._size = position
         self.offset_index.rewrite(offset_entries)
         self.time_index.rewrite(time_entries)
+        self.txn_index.truncate_to(next_offset)
         self.next_offset = next_offset
         self.max_timestamp, self.offset_of_max_timestamp = max_timestamp, offset_of_max
         self._bytes_since_index_entry = since_entry
@@ -307,6 +312,7 @@ class LogSegment:
         self._size = position
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         self.recover_tail_state()
         return removed
 
