@@ -20,6 +20,9 @@ import struct
 
 _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
+# Appended entries reach the file in runs of this size (or at flush, roll and close):
+# one write per few hundred entries instead of one per batch.
+_PENDING_BYTES_MAX = 4096
 
 
 class CorruptIndexError(Exception):
@@ -36,6 +39,8 @@ class _Index:
         self._keys: list[int] | None = None  # loaded lazily
         self._values: list[int] = []
         self._fd: int | None = None
+        self._pending = bytearray()  # appended entries not yet written
+        self._unsynced = False  # written since the last fsync
 
     # -- loading -------------------------------------------------------------
 
@@ -79,7 +84,18 @@ class _Index:
     def _write(self, data: bytes) -> None:
         if self._fd is None:
             self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        os.write(self._fd, data)
+        self._pending += data
+        if len(self._pending) >= _PENDING_BYTES_MAX:
+            self.write_pending()
+
+    def write_pending(self) -> None:
+        """Write the buffered entries (the owner's thread: appends change the buffer)."""
+        if self._pending:
+            written = 0
+            while written < len(self._pending):
+                written += os.write(self._fd, memoryview(self._pending)[written:])
+            self._pending.clear()
+            self._unsynced = True
 
     def _append(self, key: int, value: int, packed: bytes) -> None:
         self._loaded()
@@ -89,6 +105,7 @@ class _Index:
 
     def rewrite(self, pairs) -> None:
         """Replace the whole file (after a rebuild or truncation)."""
+        self._pending.clear()
         self.close()
         keys, values = [], []
         data = bytearray()
@@ -106,15 +123,20 @@ class _Index:
             self.rewrite(list(zip(keys[:keep], self._values[:keep])))
 
     def flush(self) -> None:
-        if self._fd is not None:
+        """Write and fsync what was appended since the last flush; a clean index costs no fsync."""
+        self.write_pending()
+        if self._fd is not None and self._unsynced:
             os.fsync(self._fd)
+            self._unsynced = False
 
     def close(self) -> None:
         if self._fd is not None:
+            self.write_pending()
             os.close(self._fd)
             self._fd = None
 
     def delete(self) -> None:
+        self._pending.clear()
         self.close()
         try:
             os.unlink(self.path)
@@ -134,6 +156,14 @@ class OffsetIndex(_Index):
 
     def _pack(self, offset: int, position: int) -> bytes:
         return _OFFSET_ENTRY.pack(offset - self.base_offset, position)
+
+    def check(self) -> None:
+        super().check()
+        positions = self._values
+        if self._keys and (self._keys[0] < self.base_offset or positions[0] < 0):
+            raise CorruptIndexError(f"{self.path}: an entry below the base offset or at a negative position")
+        if any(later < earlier for earlier, later in zip(positions, positions[1:])):
+            raise CorruptIndexError(f"{self.path}: positions out of order")
 
     def append(self, offset: int, position: int) -> None:
         keys = self._loaded()
@@ -174,6 +204,8 @@ class TimeIndex(_Index):
         super().check()
         if any(later < earlier for earlier, later in zip(self._values, self._values[1:])):
             raise CorruptIndexError(f"{self.path}: offsets out of order")
+        if self._values and self._values[0] < self.base_offset:
+            raise CorruptIndexError(f"{self.path}: an entry below the base offset")
 
     def append(self, timestamp: int, offset: int) -> None:
         keys = self._loaded()

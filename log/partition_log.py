@@ -17,6 +17,7 @@ import os
 import time
 from dataclasses import dataclass
 
+from log.checkpoint import fsync_directory
 from log.config import LogConfig
 from log.producer_state import (
     DuplicateBatch,
@@ -27,6 +28,7 @@ from log.producer_state import (
     read_txn_marker,
 )
 from log.segment import FileRegion, LogSegment, SegmentSettings
+from log.segment_swap import complete_interrupted_swaps
 from log.txn_index import AbortedTxn
 from wire.records import (
     LOG_APPEND_TIME,
@@ -83,10 +85,15 @@ class FlushJob:
 
     target_offset: int
     segments: list[LogSegment]
+    active: LogSegment | None = None  # the active segment when the job began
+    directory: str | None = None  # set when a segment was created since the last flush
 
     def run(self) -> None:
         for segment in self.segments:
-            segment.flush()
+            # One fsync, not three: the active segment's indexes are recovery's to rebuild.
+            segment.flush(indexes=segment is not self.active)
+        if self.directory is not None:
+            fsync_directory(self.directory)  # as Kafka: a new segment's name must be durable too
 
 
 def _now_ms() -> int:
@@ -160,10 +167,12 @@ class Log:
         self.producer_state = state
 
     def _scan_directory(self) -> list[int]:
+        # A crash mid-compaction: unfinished .cleaned files go, complete .swap files replace what they cleaned.
+        complete_interrupted_swaps(self.directory)
         base_offsets = []
         for name in os.listdir(self.directory):
             stem, dot, suffix = name.partition(".")
-            if suffix in ("tmp", "cleaned", "deleted") or name.endswith(".tmp"):
+            if name.endswith((".tmp", ".cleaned", ".deleted")):
                 # Leftovers of an interrupted write, clean or delete: never part of the log.
                 os.unlink(os.path.join(self.directory, name))
             elif suffix == "log" and stem.isdigit():
@@ -343,17 +352,17 @@ class Log:
         for segment in self.segments[max(0, self._segment_index_for(fetch_offset)) :]:
             result = segment.txn_index.collect_aborted(fetch_offset, upper_bound)
             found.extend(result.aborted)
-            if result.is_complete or segment.base_offset >= upper_bound:
+            if result.is_complete:
                 break
         return found
 
     def _maybe_roll(self, size: int, first_offset: int, last_offset: int, now_ms: int) -> None:
         active = self.active_segment
-        if active.size == 0:
+        offsets_overflow = last_offset - active.base_offset > _RELATIVE_OFFSET_MAX
+        if active.size == 0 and not offsets_overflow:
             return
         too_big = active.size + size > self.config.segment_bytes
         too_old = now_ms - self._active_created_ms >= self.config.segment_ms
-        offsets_overflow = last_offset - active.base_offset > _RELATIVE_OFFSET_MAX
         if too_big or too_old or offsets_overflow or active.indexes_full:
             self.roll(now_ms, first_offset)
 
@@ -361,8 +370,11 @@ class Log:
         """Start a new active segment at the log end offset."""
         base_offset = self.log_end_offset if base_offset is None else base_offset
         previous = self.active_segment
-        if previous.size == 0:
+        if previous.size == 0 and base_offset == previous.base_offset:
             return previous
+        # Flushes left its indexes unsynced while it was active; once the recovery
+        # point passes it, a restart trusts them without a rebuild.
+        previous.flush_indexes()
         segment = LogSegment(self.directory, base_offset, self.settings)
         segment.next_offset = base_offset
         self._add_segment(segment)
@@ -406,13 +418,17 @@ class Log:
         if timestamp == LATEST_TIMESTAMP:
             return -1, self.log_end_offset
         if timestamp == MAX_TIMESTAMP:
-            best = (-1, -1)
+            best = None
             for segment in self.segments:
-                if segment.next_offset != segment.base_offset and segment.max_timestamp == -1:
+                if segment.next_offset is not None and segment.next_offset <= self.log_start_offset:
+                    continue
+                if segment.max_timestamp == -1 and segment.size:
                     segment.load_tail()
-                if segment.max_timestamp > best[0] and segment.offset_of_max_timestamp >= self.log_start_offset:
-                    best = (segment.max_timestamp, segment.offset_of_max_timestamp)
-            return best if best[1] >= 0 else None
+                if best is None or segment.max_timestamp > best[0]:
+                    found = segment.find_max_timestamp(self.log_start_offset)
+                    if found is not None and (best is None or found[0] > best[0]):
+                        best = found
+            return best
         for segment in self.segments:
             if segment.next_offset is not None and segment.next_offset <= self.log_start_offset:
                 continue
@@ -490,7 +506,7 @@ class Log:
                 break
             excess -= segment.size
             deleted.append(segment.base_offset)
-            self._retire(segment)
+            self._retire(segment, now_ms)
             del self.segments[0]
             del self._base_offsets[0]
             self.log_start_offset = max(self.log_start_offset, following.base_offset)
@@ -499,9 +515,29 @@ class Log:
         self.close_retired(now_ms)
         return deleted
 
-    def _retire(self, segment: LogSegment) -> None:
+    def replace_segments(self, old_base_offsets, new_segments: list[LogSegment]) -> None:
+        """Put ``new_segments`` in place of the consecutive closed segments at ``old_base_offsets``.
+
+        Compaction's swap, once the files are in place. The replaced segments'
+        descriptors stay open for ``file.delete.delay.ms``, as after retention.
+        """
+        old = sorted(old_base_offsets)
+        first = bisect.bisect_left(self._base_offsets, old[0]) if old else 0
+        last = first + len(old)
+        if not old or self._base_offsets[first:last] != old or last >= len(self.segments):
+            raise ValueError(f"{old} is not a run of closed segments of {self!r}")
+        new = sorted(new_segments, key=lambda segment: segment.base_offset)
+        if new and (new[0].base_offset < old[0] or new[-1].base_offset >= self._base_offsets[last]):
+            raise ValueError(f"segments at {[segment.base_offset for segment in new]} do not fit in place of {old}")
+        deadline = _now_ms() + self.config.file_delete_delay_ms
+        self._retired.extend((deadline, segment) for segment in self.segments[first:last])
+        self.segments[first:last] = new
+        self._base_offsets[first:last] = [segment.base_offset for segment in new]
+
+    def _retire(self, segment: LogSegment, now_ms: int | None = None) -> None:
         segment.unlink()
-        self._retired.append((_now_ms() + self.config.file_delete_delay_ms, segment))
+        now_ms = _now_ms() if now_ms is None else now_ms  # the caller's clock, as close_retired's
+        self._retired.append((now_ms + self.config.file_delete_delay_ms, segment))
 
     def close_retired(self, now_ms: int | None = None, everything: bool = False) -> None:
         now_ms = _now_ms() if now_ms is None else now_ms
@@ -518,7 +554,9 @@ class Log:
     def begin_flush(self) -> FlushJob:
         """What to fsync to make everything appended so far durable."""
         first = max(0, self._segment_index_for(self.recovery_point))
-        return FlushJob(self.log_end_offset, list(self.segments[first:]))
+        segments = list(self.segments[first:])
+        created = any(segment.base_offset >= self.recovery_point for segment in segments)
+        return FlushJob(self.log_end_offset, segments, self.active_segment, self.directory if created else None)
 
     def complete_flush(self, job: FlushJob) -> None:
         if job.target_offset > self.recovery_point:

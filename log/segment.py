@@ -21,6 +21,7 @@ from wire.schema import Region
 logger = logging.getLogger("log.segment")
 
 _SCAN_CHUNK_BYTES = 1024 * 1024
+_RELATIVE_OFFSET_MAX = 2**31 - 1  # index entries hold offsets relative to the base in 32 bits
 
 
 def segment_file_name(base_offset: int, suffix: str) -> str:
@@ -94,12 +95,22 @@ class LogSegment:
             self._size = os.fstat(self.fd).st_size
         return self._size
 
-    def flush(self) -> None:
-        """fsync the log and its indexes; safe to call from a worker thread."""
+    def flush(self, indexes: bool = True) -> None:
+        """fsync the log and its indexes; safe to call from a worker thread.
+
+        ``indexes=False`` leaves the offset and time indexes out, for the active
+        segment: recovery rebuilds those from the log, and a roll syncs them
+        (:meth:`flush_indexes`) before the segment can be trusted without one.
+        The transaction index is not rebuilt, so it always goes with the log.
+        """
         os.fsync(self.fd)
+        if indexes:
+            self.flush_indexes()
+        self.txn_index.flush()
+
+    def flush_indexes(self) -> None:
         self.offset_index.flush()
         self.time_index.flush()
-        self.txn_index.flush()
 
     def close(self) -> None:
         if self._fd is not None:
@@ -168,11 +179,21 @@ class LogSegment:
 
     def translate(self, offset: int) -> tuple[int, BatchHeader] | None:
         """The first batch whose last offset is >= ``offset``, via the index."""
-        _, position = self.offset_index.lookup(offset)
+        position = self._index_lookup(self.offset_index, offset)[1]
         for batch_position, header in self.batches_from(position):
             if header.last_offset >= offset:
                 return batch_position, header
         return None
+
+    def _index_lookup(self, index, key: int) -> tuple[int, int]:
+        """``index.lookup(key)``; an index first loaded here and found torn or out of
+        order (a segment trusted without recovery) is rebuilt from the log first."""
+        try:
+            return index.lookup(key)
+        except CorruptIndexError as error:
+            logger.warning("%s: rebuilding indexes: %s", self.log_path, error)
+            self.recover()
+            return index.lookup(key)
 
     def load_tail(self) -> None:
         """Learn next offset and max timestamp of a segment that needs no recovery."""
@@ -183,7 +204,10 @@ class LogSegment:
             logger.warning("rebuilding indexes: %s", error)
             self.recover()
             return
-        last_offset, position = self.offset_index.last_entry()
+        # The time index's last entry sums up the batches up to its offset; scan the rest
+        # (from there, not from the last offset entry: the time index may be shorter).
+        _, indexed_offset = self.time_index.last_entry()
+        _, position = self.offset_index.lookup(indexed_offset)
         self.next_offset = self.base_offset
         for _, header in self.batches_from(position):
             self.next_offset = header.last_offset + 1
@@ -203,7 +227,8 @@ class LogSegment:
         """
         size = self.size
         position = 0
-        next_offset = self.base_offset if expected_base_offset is None else expected_base_offset
+        # Never below the base offset: an empty segment (the log end after a truncation) ends where it starts.
+        next_offset = self.base_offset if expected_base_offset is None else max(expected_base_offset, self.base_offset)
         offset_entries: list[tuple[int, int]] = []
         time_entries: list[tuple[int, int]] = []
         max_timestamp, offset_of_max = -1, self.base_offset
@@ -232,6 +257,9 @@ class LogSegment:
                 break
             if header.base_offset < next_offset or header.last_offset < header.base_offset:
                 reason = f"offset {header.base_offset} goes backwards (expected >= {next_offset})"
+                break
+            if header.last_offset - self.base_offset > _RELATIVE_OFFSET_MAX:
+                reason = f"offset {header.last_offset} is out of range for segment {self.base_offset}"
                 break
             if header.max_timestamp > max_timestamp:
                 max_timestamp, offset_of_max = header.max_timestamp, header.last_offset
@@ -285,26 +313,51 @@ class LogSegment:
     def find_offset_by_timestamp(self, timestamp: int, start_offset: int) -> tuple[int, int] | None:
         """(timestamp, offset) of the first record at or after ``start_offset``
         with a timestamp >= ``timestamp``, or None."""
-        _, indexed_offset = self.time_index.lookup(timestamp)
-        _, position = self.offset_index.lookup(max(indexed_offset, start_offset))
+        _, indexed_offset = self._index_lookup(self.time_index, timestamp)
+        _, position = self._index_lookup(self.offset_index, max(indexed_offset, start_offset))
         for batch_position, header in self.batches_from(position):
             if header.max_timestamp < timestamp or header.last_offset < start_offset:
                 continue
-            data = os.pread(self.fd, header.batch_length + LOG_OVERHEAD, batch_position)
-            _, records = decode_records(data)
-            for record in records:
-                offset = header.base_offset + record.offset_delta
-                record_timestamp = header.base_timestamp + record.timestamp_delta
-                if header.timestamp_type == 1:
-                    record_timestamp = header.max_timestamp
+            for offset, record_timestamp in self._record_timestamps(batch_position, header):
                 if offset >= start_offset and record_timestamp >= timestamp:
                     return record_timestamp, offset
         return None
+
+    def find_max_timestamp(self, start_offset: int) -> tuple[int, int] | None:
+        """(timestamp, offset) of the first record with the largest timestamp at or
+        after ``start_offset``, or None. As Kafka: a record's offset, not its batch's."""
+        if self.max_timestamp == -1 and self.size:
+            self.load_tail()
+        found = self.translate(self.offset_of_max_timestamp)
+        if found is not None and found[1].base_offset >= start_offset:
+            # Every batch before the one that first reached the maximum stays below it.
+            candidates = [found]
+        else:
+            begin = self.translate(start_offset)
+            candidates = [] if begin is None else self.batches_from(begin[0])
+        best = None
+        for position, header in candidates:
+            if best is not None and header.max_timestamp <= best[0]:
+                continue
+            for offset, timestamp in self._record_timestamps(position, header):
+                if offset >= start_offset and (best is None or timestamp > best[0]):
+                    best = timestamp, offset
+        return best
+
+    def _record_timestamps(self, position: int, header: BatchHeader):
+        """(offset, timestamp) of each record of the batch at ``position``."""
+        _, records = decode_records(os.pread(self.fd, header.batch_length + LOG_OVERHEAD, position))
+        for record in records:
+            timestamp = header.max_timestamp if header.timestamp_type == 1 else header.base_timestamp + record.timestamp_delta
+            yield header.base_offset + record.offset_delta, timestamp
 
     def truncate_to(self, offset: int) -> int:
         """Drop the batch holding ``offset`` and all after it; returns bytes removed."""
         found = self.translate(offset)
         if found is None:
+            # Nothing to cut, but a segment opened lazily only guessed its next offset
+            # (the following segment's base): it is about to become the log end.
+            self.recover_tail_state()
             return 0
         position, _ = found
         removed = self.size - position
