@@ -87,6 +87,7 @@ class FlushJob:
     segments: list[LogSegment]
     active: LogSegment | None = None  # the active segment when the job began
     directory: str | None = None  # set when a segment was created since the last flush
+    truncations: int = 0  # the log's truncation count when the job began
 
     def run(self) -> None:
         for segment in self.segments:
@@ -110,6 +111,7 @@ class Log:
         self.log_start_offset = 0
         self.recovery_point = 0
         self._unflushed_messages = 0
+        self._truncations = 0  # bumped whenever the end moves back; flush jobs begun before count for nothing
         self._last_flush_ms = _now_ms()
         self._retired: list[tuple[int, LogSegment]] = []
         self._active_created_ms = 0
@@ -450,6 +452,7 @@ class Log:
         if offset <= self.segments[0].base_offset:
             self.truncate_fully_and_start_at(offset)
             return
+        self._truncations += 1
         keep = self._segment_index_for(offset)
         for segment in self.segments[keep + 1 :]:
             self._retire(segment)
@@ -463,6 +466,7 @@ class Log:
         self._load_producer_state()
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
+        self._truncations += 1
         for segment in self.segments:
             self._retire(segment)
         self.segments, self._base_offsets = [], []
@@ -556,11 +560,13 @@ class Log:
         first = max(0, self._segment_index_for(self.recovery_point))
         segments = list(self.segments[first:])
         created = any(segment.base_offset >= self.recovery_point for segment in segments)
-        return FlushJob(self.log_end_offset, segments, self.active_segment, self.directory if created else None)
+        return FlushJob(self.log_end_offset, segments, self.active_segment, self.directory if created else None, self._truncations)
 
     def complete_flush(self, job: FlushJob) -> None:
-        if job.target_offset > self.recovery_point:
-            self.recovery_point = job.target_offset
+        # An fsync that ran across a truncation may have synced bytes that are gone
+        # and missed ones appended in their place: it proves nothing.
+        if job.truncations == self._truncations and job.target_offset > self.recovery_point:
+            self.recovery_point = min(job.target_offset, self.log_end_offset)
         if self.recovery_point >= self.log_end_offset:
             self._unflushed_messages = 0
         self._last_flush_ms = _now_ms()

@@ -126,3 +126,20 @@ def test_flushing_after_recovery_and_truncation_keeps_index_and_log_consistent(t
         region = reopened.read(offset, 1)
         assert region is not None
     reopened.close()
+
+
+def test_a_flush_that_ran_across_a_truncation_does_not_move_the_recovery_point(tmp_path):
+    from log.partition_log import Log
+    from wire.records import Record, build_batch
+
+    log = Log.open(str(tmp_path / "t-0"))
+    log.append(bytearray(build_batch([Record(offset_delta=0, value=b"a")])))
+    log.flush()
+    log.append(bytearray(build_batch([Record(offset_delta=0, value=b"b")])))
+    log.append(bytearray(build_batch([Record(offset_delta=0, value=b"c")])))
+    job = log.begin_flush()
+    log.truncate_to(1)
+    log.append(bytearray(build_batch([Record(offset_delta=0, value=b"d")])))
+    job.run()
+    log.complete_flush(job)
+    assert log.recovery_point == 1
