@@ -37,7 +37,6 @@ from wire.records import (
     stamp_base_offset,
     stamp_log_append_time,
     stamp_partition_leader_epoch,
-    validate_batch,
 )
 
 logger = logging.getLogger("log.partition_log")
@@ -265,8 +264,9 @@ class Log:
         """
         now_ms = _now_ms() if now_ms is None else now_ms
         view = memoryview(data)
+        batches = list(iter_batches(view, verify_crc=not validated))  # headers parsed once per append
         if assign_offsets and origin != "replication":
-            duplicate = self._check_producer_state(view, origin)
+            duplicate = self._check_producer_state(view, batches, origin)
             if duplicate is not None:
                 return AppendResult(duplicate.first_offset, duplicate.last_offset, -1, duplicate.timestamp, duplicate.last_offset, 1, duplicate=True)
         applied = []  # (header, first offset, last offset, position) per batch, for the producer state
@@ -276,9 +276,7 @@ class Log:
         batch_count = 0
         epoch_starts: list[tuple[int, int]] = []  # (leader epoch, first offset) where the epoch changes
         append_time = now_ms if self.config.message_timestamp_type == "LogAppendTime" else -1
-        for position, header in iter_batches(view):
-            if not validated:
-                validate_batch(view, position)
+        for position, header in batches:
             if assign_offsets:
                 stamp_base_offset(view, position, next_offset)
                 if leader_epoch is not None:
@@ -318,8 +316,7 @@ class Log:
             self.flush()
         return AppendResult(first_offset, last_offset, append_time, max_timestamp, offset_of_max, batch_count)
 
-    def _check_producer_state(self, view, origin: str) -> DuplicateBatch | None:
-        batches = list(iter_batches(view))
+    def _check_producer_state(self, view, batches, origin: str) -> DuplicateBatch | None:
         for position, header in batches:
             if header.producer_id < 0:
                 continue
