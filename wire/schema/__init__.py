@@ -106,8 +106,10 @@ class Api:
         self._check(version)
         return self._generator.writer(self.spec.response, version, self.is_flexible(version))
 
-    def decode_request(self, version: int, buf, pos: int = 0):
-        return _decode(self.request_reader(version), buf, pos)
+    def decode_request(self, version: int, buf, pos: int = 0, *, exact: bool = True):
+        """The request value; ``exact=False`` ignores bytes after it, as Kafka's
+        broker does (librdkafka's all-topics Metadata v12 carries three extra bytes)."""
+        return _decode(self.request_reader(version), buf, pos, exact)
 
     def decode_response(self, version: int, buf, pos: int = 0):
         return _decode(self.response_reader(version), buf, pos)
@@ -123,14 +125,14 @@ class Api:
         return out
 
 
-def _decode(reader, buf, pos: int):
+def _decode(reader, buf, pos: int, exact: bool = True):
     """Run a reader over the whole of ``buf``; the value must use every byte."""
     view = buf if isinstance(buf, memoryview) else memoryview(buf)
     try:
         value, end = reader(view, pos)
     except (struct.error, IndexError, OverflowError, UnicodeDecodeError) as error:
         raise DecodeError(f"truncated or malformed message: {error}") from None
-    if end != len(view):
+    if exact and end != len(view):
         raise DecodeError(f"{len(view) - end} bytes left over after the message")
     return value
 

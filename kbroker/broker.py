@@ -1,0 +1,74 @@
+"""One broker process: its metadata image, its logs and its listeners.
+
+In this first step the broker is a single node that is also its own
+controller: the image holds just this broker and grows topics as they are
+created. The metadata log and the handlers that write it come next.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import uuid
+from dataclasses import dataclass
+
+import trio
+
+from kbroker.metadata.image import BrokerEndpoint, MetadataImage
+from kbroker.server import Server, ServerLimits
+from log.checkpoint import kafka_uuid_string
+from log.manager import LogManager
+
+logger = logging.getLogger("kbroker.broker")
+
+
+@dataclass(frozen=True)
+class BrokerSettings:
+    node_id: int = 1
+    host: str = "localhost"
+    port: int = 9092
+    advertised_host: str | None = None
+    advertised_port: int | None = None
+    data_dir: str = "./kbroker-data"
+    limits: ServerLimits = ServerLimits()
+
+
+class Broker:
+    def __init__(self, settings: BrokerSettings) -> None:
+        self.settings = settings
+        self.logs = LogManager(settings.data_dir)
+        self.cluster_id = _cluster_id(settings.data_dir, settings.node_id)
+        self.image = MetadataImage(cluster_id=self.cluster_id, controller_id=settings.node_id)
+        self.server = Server(self, settings.limits)
+        self.port: int | None = None
+
+    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """Serve until cancelled; reports the bound (host, port) once listening."""
+        settings = self.settings
+        try:
+            async with trio.open_nursery() as nursery:
+                listeners = await nursery.start(self.server.serve, settings.host, settings.port)
+                self.port = listeners[0].socket.getsockname()[1]
+                endpoint = BrokerEndpoint(
+                    settings.node_id, settings.advertised_host or settings.host, settings.advertised_port or self.port
+                )
+                self.image = MetadataImage(self.cluster_id, settings.node_id, brokers=(endpoint,), version=self.image.version + 1)
+                task_status.started((endpoint.host, endpoint.port))
+        finally:
+            self.logs.close()
+
+
+def _cluster_id(data_dir: str, node_id: int) -> str:
+    """The cluster id kept in ``meta.properties``, made on first start as Kafka's storage format does."""
+    os.makedirs(data_dir, exist_ok=True)
+    path = os.path.join(data_dir, "meta.properties")
+    if os.path.exists(path):
+        with open(path) as file:
+            for line in file:
+                key, _, value = line.strip().partition("=")
+                if key == "cluster.id":
+                    return value
+    cluster_id = kafka_uuid_string(uuid.uuid4())
+    with open(path, "w") as file:
+        file.write(f"version=1\ncluster.id={cluster_id}\nnode.id={node_id}\n")
+    return cluster_id

@@ -1,0 +1,48 @@
+"""Request handlers: one module per API, each registering its key and version range.
+
+A handler is ``async def handle(broker, request_context, request) -> response``.
+ApiVersions answers from this registry, so what we advertise is exactly what
+has a handler.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib import import_module
+
+from wire.schema import API_BY_NAME, Api
+
+
+@dataclass(frozen=True)
+class Handler:
+    api: Api
+    min_version: int
+    max_version: int
+    handle: object  # async (broker, RequestContext, request) -> response
+
+    def supports(self, version: int) -> bool:
+        return self.min_version <= version <= self.max_version
+
+
+HANDLERS: dict[int, Handler] = {}
+
+
+def handles(api_name: str, min_version: int, max_version: int):
+    """Register the decorated coroutine function as the handler of ``api_name``."""
+    api = API_BY_NAME[api_name]
+    if not (api.min_version <= min_version <= max_version <= api.max_version):
+        raise ValueError(f"{api_name} v{min_version}-{max_version} is outside the declared v{api.versions}")
+
+    def register(function):
+        if api.key in HANDLERS:
+            raise ValueError(f"{api_name} has two handlers")
+        HANDLERS[api.key] = Handler(api, min_version, max_version, function)
+        return function
+
+    return register
+
+
+_MODULES = ("api_versions", "metadata")
+
+for _module in _MODULES:
+    import_module(f"kbroker.handlers.{_module}")

@@ -1,0 +1,1 @@
+"""Cluster metadata: the immutable image brokers answer from."""
