@@ -1,0 +1,85 @@
+"""A pytest plugin: a fresh in-process broker on a free port, for integration tests.
+
+    def test_round_trip(kbroker):
+        producer = confluent_kafka.Producer({"bootstrap.servers": kbroker.bootstrap})
+
+``kbroker`` gives each test its own broker and data directory;
+``kbroker_session`` shares one across the session. Outside pytest,
+``running_broker()`` is the same thing as a context manager.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+import threading
+from dataclasses import dataclass
+
+import pytest
+import trio
+
+from kbroker.broker import Broker, BrokerSettings
+
+_START_TIMEOUT_S = 30
+
+
+@dataclass
+class RunningBroker:
+    host: str
+    port: int
+    data_dir: str
+    broker: Broker
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+@contextlib.contextmanager
+def running_broker(data_dir: str | None = None, *, host: str = "127.0.0.1", node_id: int = 1):
+    """Run a broker on a free port in a background thread until the block ends."""
+    with contextlib.ExitStack() as stack:
+        if data_dir is None:
+            data_dir = stack.enter_context(tempfile.TemporaryDirectory(prefix="kbroker-"))
+        broker = Broker(BrokerSettings(node_id=node_id, host=host, port=0, data_dir=data_dir))
+        started = threading.Event()
+        state: dict = {}
+
+        async def main():
+            state["token"] = trio.lowlevel.current_trio_token()
+            async with trio.open_nursery() as nursery:
+                state["cancel"] = nursery.cancel_scope.cancel
+                state["address"] = await nursery.start(broker.run)
+                started.set()
+
+        def run():
+            try:
+                trio.run(main)
+            except BaseException as error:  # reported to the caller below
+                state["error"] = error
+            finally:
+                started.set()
+
+        thread = threading.Thread(target=run, name="kbroker", daemon=True)
+        thread.start()
+        if not started.wait(_START_TIMEOUT_S) or "address" not in state:
+            raise RuntimeError(f"kbroker did not start: {state.get('error')!r}")
+        try:
+            yield RunningBroker(state["address"][0], state["address"][1], data_dir, broker)
+        finally:
+            trio.from_thread.run_sync(state["cancel"], trio_token=state["token"])
+            thread.join(_START_TIMEOUT_S)
+
+
+@pytest.fixture
+def kbroker():
+    """A fresh broker for this test."""
+    with running_broker() as running:
+        yield running
+
+
+@pytest.fixture(scope="session")
+def kbroker_session():
+    """One broker for the whole session."""
+    with running_broker() as running:
+        yield running
