@@ -33,6 +33,26 @@ class BrokerSettings:
     limits: ServerLimits = ServerLimits()
 
 
+def settings_from_config(config) -> BrokerSettings:
+    """What this step of the broker uses from a :class:`kbroker.config.BrokerConfig`."""
+    names = set(config.controller_listener_names)
+    listener = next(e for e in config.listener_endpoints if e.listener_name not in names)
+    advertised = next((e for e in config.advertised_broker_endpoints if e.listener_name == listener.listener_name), None)
+    return BrokerSettings(
+        node_id=config.node_id,
+        host=listener.host or "0.0.0.0",
+        port=listener.port,
+        advertised_host=advertised.host if advertised else None,
+        advertised_port=advertised.port if advertised and advertised.port else None,
+        data_dir=config.get("log.dirs")[0],
+        limits=ServerLimits(
+            max_frame_bytes=config.socket_request_max_bytes,
+            idle_ms=config.connections_max_idle_ms,
+            max_connections=config.max_connections,
+        ),
+    )
+
+
 class Broker:
     def __init__(self, settings: BrokerSettings) -> None:
         self.settings = settings

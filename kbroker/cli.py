@@ -1,16 +1,76 @@
-"""The `kbroker` command."""
+"""The ``kbroker`` command: a whole single-node cluster by default.
 
+    kbroker [--config server.properties] [--override key=value ...]
+
+Settings use Kafka's names; ``KBROKER_<NAME>`` environment variables (dots as
+underscores) sit between the file and ``--override``. SIGINT and SIGTERM stop
+the broker cleanly: listeners close, logs are flushed and checkpointed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
 import sys
+import time
+
+import trio
 
 from kbroker import __version__
+from kbroker.broker import Broker, settings_from_config
+from kbroker.config import BrokerConfig, ConfigError
+
+logger = logging.getLogger("kbroker")
+
+
+def parse_arguments(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="kbroker", description="A Kafka-wire-compatible broker.")
+    parser.add_argument("--config", metavar="FILE", help="a server.properties file")
+    parser.add_argument("--override", metavar="KEY=VALUE", action="append", default=[], help="a setting (repeatable)")
+    parser.add_argument("--version", action="version", version=f"kbroker {__version__}")
+    return parser.parse_args(argv)
+
+
+async def serve(broker: Broker, started_at: float) -> None:
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with trio.open_nursery() as nursery:
+            host, port = await nursery.start(broker.run)
+            elapsed_ms = (time.perf_counter() - started_at) * 1000 + _interpreter_start_ms()
+            logger.info("kbroker %s ready on %s:%d in %.0f ms (data in %s)", __version__, host, port, elapsed_ms, broker.settings.data_dir)
+            async for signum in signals:
+                logger.info("stopping on %s", signal.Signals(signum).name)
+                nursery.cancel_scope.cancel()
+                break
+
+
+def _interpreter_start_ms() -> float:
+    """How long the process ran before ``main`` (interpreter and imports), from /proc where there is one."""
+    try:
+        with open("/proc/self/stat") as stat, open("/proc/uptime") as uptime:
+            started_ticks = int(stat.read().rsplit(")", 1)[1].split()[19])
+            up_seconds = float(uptime.read().split()[0])
+        return max(0.0, (up_seconds - started_ticks / os.sysconf("SC_CLK_TCK")) * 1000 - (time.perf_counter() - _MAIN_STARTED))
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+_MAIN_STARTED = time.perf_counter()
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if args and args[0] in ("--version", "-V"):
-        print(f"kbroker {__version__}")
-        return 0
-    print(f"kbroker {__version__}: the broker itself lands with the broker issue", file=sys.stderr)
+    started_at = time.perf_counter()
+    arguments = parse_arguments(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        config = BrokerConfig.load(arguments.config, os.environ, arguments.override)
+        broker = Broker(settings_from_config(config))
+    except ConfigError as error:
+        print(f"kbroker: {error}", file=sys.stderr)
+        return 2
+    trio.run(serve, broker, started_at)
+    logger.info("stopped")
     return 0
 
 

@@ -1,0 +1,368 @@
+"""Every broker setting kbroker knows: Kafka's name, type, default, allowed values, one line of doc.
+
+Names, types and defaults are Kafka's (4.0 line) except the single-node
+development defaults below, which make `kbroker` with no arguments a
+complete cluster on one machine:
+
+    node.id=1                       Kafka: -1, and KRaft requires it to be set. A lone node needs no choice.
+    process.roles=broker,controller Kafka: empty, and 4.0 requires it. One process is a whole cluster.
+    listeners=PLAINTEXT://localhost:9092
+                                    Kafka: PLAINTEXT://:9092 (every interface). A development broker stays
+                                    on loopback unless asked, and `localhost` can be advertised as it is.
+    log.dir=./kbroker-data          Kafka: /tmp/kafka-logs. Data survives reboots and sits where you ran it.
+                                    (log.dirs stays unset, as in Kafka, so that log.dir supplies it.)
+    offsets.topic.replication.factor=1, transaction.state.log.replication.factor=1,
+    transaction.state.log.min.isr=1 Kafka: 3, 3 and 2, which a single broker cannot satisfy; Kafka's own
+                                    sample server.properties sets these to 1 too.
+    group.initial.rebalance.delay.ms=0
+                                    Kafka: 3000. The delay only batches joins of big groups; on a
+                                    development broker it makes every first poll 3 s slower. Kafka's sample
+                                    server.properties sets 0 for the same reason.
+
+And one deliberate difference in the KRaft rules (see kbroker.config): with
+`controller.quorum.voters` empty, a combined broker+controller runs an
+embedded one-voter quorum and needs no controller listener.
+
+Settings marked ``used=False`` are accepted so that Kafka's own
+server.properties files load, but have no effect here (kbroker runs on one
+trio thread, so Kafka's thread-pool sizes mean nothing).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Callable
+
+LONG_MAX = 2**63 - 1
+INT_MAX = 2**31 - 1
+HOUR_MS = 3600 * 1000
+MINUTE_MS = 60 * 1000
+DAY_MS = 24 * HOUR_MS
+
+# Kafka's ConfigDef types. "password" and "class" are strings here.
+TYPES = ("int", "short", "long", "double", "bool", "string", "list", "password", "class")
+_INTEGER_BOUNDS = {"short": (-(2**15), 2**15 - 1), "int": (-(2**31), INT_MAX), "long": (-(2**63), LONG_MAX)}
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+_DOUBLE = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
+_LIST_SEPARATOR = re.compile(r"\s*,\s*")
+_TYPE_EXPECTED = {
+    "int": "a 32-bit integer",
+    "short": "a 16-bit integer",
+    "long": "a 64-bit integer",
+    "double": "a number",
+    "bool": "true or false",
+}
+
+
+class AtLeast:
+    def __init__(self, minimum: float) -> None:
+        self.minimum = minimum
+
+    def __call__(self, value) -> bool:
+        return value >= self.minimum
+
+    def __str__(self) -> str:
+        return f"a value >= {self.minimum}"
+
+
+class Between:
+    def __init__(self, low: float, high: float) -> None:
+        self.low, self.high = low, high
+
+    def __call__(self, value) -> bool:
+        return self.low <= value <= self.high
+
+    def __str__(self) -> str:
+        return f"a value from {self.low} to {self.high}"
+
+
+class OneOf:
+    """A string among ``options`` (case-sensitive, as Kafka's ValidString)."""
+
+    def __init__(self, *options: str) -> None:
+        self.options = options
+
+    def __call__(self, value) -> bool:
+        return value in self.options
+
+    def __str__(self) -> str:
+        return "one of " + ", ".join(self.options)
+
+
+class ListOf:
+    """A comma-separated list whose items are among ``options``."""
+
+    def __init__(self, *options: str, non_empty: bool = False, unique: bool = False) -> None:
+        self.options, self.non_empty, self.unique = options, non_empty, unique
+
+    def __call__(self, value) -> bool:
+        if self.non_empty and not value or self.unique and len(set(value)) != len(value):
+            return False
+        return all(item in self.options for item in value)
+
+    def __str__(self) -> str:
+        qualities = ", ".join(word for word, wanted in (("non-empty", self.non_empty), ("duplicate-free", self.unique))
+                              if wanted)
+        return f"a {qualities + ' ' if qualities else ''}comma-separated list of {', '.join(self.options)}"
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    type: str
+    default: object
+    doc: str
+    validator: Callable[[object], bool] | None = None
+    used: bool = True  # False: accepted for compatibility with Kafka's files, no effect
+
+    @property
+    def attribute(self) -> str:
+        return self.name.replace(".", "_")
+
+    @property
+    def environment_variable(self) -> str:
+        return "KBROKER_" + self.name.upper().replace(".", "_")
+
+    @property
+    def sensitive(self) -> bool:
+        return self.type == "password"
+
+    def allowed(self) -> str:
+        """What a value must look like, for error messages."""
+        expected = _TYPE_EXPECTED.get(self.type, "a comma-separated list" if self.type == "list" else "a string")
+        return str(self.validator) if self.validator is not None else expected
+
+    def parse(self, text: str):
+        """The typed value of ``text`` as Kafka's ConfigDef parses it; ValueError if it is not one."""
+        trimmed = text.strip()
+        if self.type in _INTEGER_BOUNDS:
+            low, high = _INTEGER_BOUNDS[self.type]
+            if not _INTEGER.fullmatch(trimmed) or not low <= int(trimmed) <= high:
+                raise ValueError(_TYPE_EXPECTED[self.type])
+            return int(trimmed)
+        if self.type == "double":
+            if not _DOUBLE.fullmatch(trimmed):
+                raise ValueError(_TYPE_EXPECTED["double"])
+            return float(trimmed)
+        if self.type == "bool":
+            if trimmed.lower() not in ("true", "false"):
+                raise ValueError(_TYPE_EXPECTED["bool"])
+            return trimmed.lower() == "true"
+        if self.type == "list":
+            return tuple(_LIST_SEPARATOR.split(trimmed)) if trimmed else ()
+        return trimmed
+
+    def format(self, value) -> str | None:
+        """``value`` as Kafka writes it (DescribeConfigs, server.properties)."""
+        if value is None:
+            return None
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        if isinstance(value, (tuple, list)):
+            return ",".join(value)
+        return str(value)
+
+
+_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+_COMPRESSION = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+_S = Setting
+
+SETTINGS: tuple[Setting, ...] = (
+    # --- node and KRaft quorum ---
+    _S("process.roles", "list", ("broker", "controller"), "Roles of this process: broker, controller, or both.",
+       ListOf("broker", "controller", non_empty=True, unique=True)),
+    _S("node.id", "int", 1, "This node's id among brokers and controllers.", AtLeast(0)),
+    _S("broker.id", "int", -1, "Kafka's older name for node.id; if set, it must equal node.id."),
+    _S("controller.quorum.voters", "list", (), "The controller quorum as {id}@{host}:{port} entries; empty: "
+       "an embedded one-voter quorum (broker+controller only)."),
+    _S("controller.listener.names", "list", (), "Names of the listeners the controller uses."),
+    _S("controller.quorum.election.timeout.ms", "int", 1000, "Time without a leader before a new election."),
+    _S("controller.quorum.fetch.timeout.ms", "int", 2000, "Time without a successful fetch before a voter stands "
+       "for election."),
+    _S("controller.quorum.election.backoff.max.ms", "int", 1000, "Longest backoff before starting a new election."),
+    _S("controller.quorum.append.linger.ms", "int", 25, "How long the quorum leader gathers writes before "
+       "flushing them."),
+    _S("controller.quorum.request.timeout.ms", "int", 2000, "Time to wait for a quorum request's response."),
+    _S("controller.quorum.retry.backoff.ms", "int", 20, "Wait before retrying a failed quorum request."),
+    _S("broker.heartbeat.interval.ms", "int", 2000, "Time between a broker's heartbeats to the controller."),
+    _S("broker.session.timeout.ms", "int", 9000, "How long a broker's lease lasts without heartbeats."),
+    _S("broker.rack", "string", None, "Rack of this broker, for rack-aware replica placement."),
+    _S("metadata.log.dir", "string", None, "Directory of the metadata log; unset: the first log directory."),
+    _S("metadata.log.segment.bytes", "int", 1024**3, "Largest metadata log segment.", AtLeast(12)),
+    _S("metadata.log.max.record.bytes.between.snapshots", "long", 20 * 1024**2, "Metadata log bytes after "
+       "which a new snapshot is taken.", AtLeast(1)),
+    _S("metadata.log.max.snapshot.interval.ms", "long", HOUR_MS, "Longest time between metadata snapshots "
+       "(0: no time limit).", AtLeast(0)),
+    _S("metadata.max.retention.bytes", "long", 100 * 1024**2, "Metadata log and snapshot bytes kept."),
+    _S("metadata.max.retention.ms", "long", 7 * DAY_MS, "How long metadata log files and snapshots are kept."),
+    _S("metrics.port", "int", None, "kbroker's own: HTTP port for Prometheus metrics; unset: none.",
+       Between(0, 65535)),
+    # --- listeners and sockets ---
+    _S("listeners", "string", "PLAINTEXT://localhost:9092", "Where to listen, as NAME://host:port entries "
+       "(empty host: every interface)."),
+    _S("advertised.listeners", "string", None, "Addresses given to clients, if not those of listeners."),
+    _S("listener.security.protocol.map", "string", "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,"
+       "SASL_SSL:SASL_SSL", "Security protocol of each listener name, as NAME:PROTOCOL entries."),
+    _S("inter.broker.listener.name", "string", None, "Listener brokers use to reach each other; unset: the one "
+       "named after security.inter.broker.protocol."),
+    _S("security.inter.broker.protocol", "string", "PLAINTEXT", "Security protocol between brokers (when "
+       "inter.broker.listener.name is unset).", OneOf(*_PROTOCOLS)),
+    _S("socket.send.buffer.bytes", "int", 100 * 1024, "SO_SNDBUF of client sockets (-1: the OS default)."),
+    _S("socket.receive.buffer.bytes", "int", 100 * 1024, "SO_RCVBUF of client sockets (-1: the OS default)."),
+    _S("socket.request.max.bytes", "int", 100 * 1024**2, "Largest request frame accepted.", AtLeast(1)),
+    _S("socket.listen.backlog.size", "int", 50, "Pending connections the listen socket queues.", AtLeast(1)),
+    _S("max.connections", "int", INT_MAX, "Most client connections open at once.", AtLeast(0)),
+    _S("connections.max.idle.ms", "long", 10 * MINUTE_MS, "Idle connections are closed after this long."),
+    _S("queued.max.requests", "int", 500, "Requests read ahead but not yet answered, per connection.",
+       AtLeast(1)),
+    _S("num.network.threads", "int", 3, "Kafka's network thread count; kbroker is single-threaded.", AtLeast(1),
+       used=False),
+    _S("num.io.threads", "int", 8, "Kafka's request handler thread count; kbroker is single-threaded.",
+       AtLeast(1), used=False),
+    _S("background.threads", "int", 10, "Kafka's background thread count; unused here.", AtLeast(1), used=False),
+    # --- topics and requests ---
+    _S("num.partitions", "int", 1, "Partitions of an auto-created topic.", AtLeast(1)),
+    _S("default.replication.factor", "int", 1, "Replication factor of an auto-created topic."),
+    _S("min.insync.replicas", "int", 1, "Fewest in-sync replicas an acks=all produce needs.", AtLeast(1)),
+    _S("auto.create.topics.enable", "bool", True, "Create unknown topics on Metadata requests."),
+    _S("delete.topic.enable", "bool", True, "Allow topics to be deleted."),
+    _S("message.max.bytes", "int", 1024 * 1024 + 12, "Largest record batch accepted.", AtLeast(0)),
+    _S("fetch.max.bytes", "int", 55 * 1024**2, "Most bytes one fetch answer carries.", AtLeast(1024)),
+    _S("compression.type", "string", "producer", "Topic compression; producer: keep the producer's codec.",
+       OneOf(*_COMPRESSION)),
+    _S("max.incremental.fetch.session.cache.slots", "int", 1000, "Fetch sessions (KIP-227) kept at once.",
+       AtLeast(0)),
+    _S("unclean.leader.election.enable", "bool", False, "Let an out-of-sync replica become leader, losing data."),
+    _S("auto.leader.rebalance.enable", "bool", True, "Move leadership back to preferred replicas."),
+    _S("replica.lag.time.max.ms", "long", 30000, "A follower that has not caught up for this long leaves the ISR."),
+    _S("replica.fetch.wait.max.ms", "int", 500, "Longest wait of a follower's fetch."),
+    _S("replica.fetch.max.bytes", "int", 1024**2, "Bytes a follower asks for per partition.", AtLeast(0)),
+    _S("replica.fetch.response.max.bytes", "int", 10 * 1024**2, "Bytes a follower asks for per fetch.",
+       AtLeast(0)),
+    _S("replica.fetch.backoff.ms", "int", 1000, "Follower's wait after a fetch error.", AtLeast(0)),
+    _S("producer.id.expiration.ms", "int", DAY_MS, "Idle producer ids are forgotten after this long.", AtLeast(1)),
+    # --- internal topics, groups, transactions ---
+    _S("offsets.topic.num.partitions", "int", 50, "Partitions of __consumer_offsets.", AtLeast(1)),
+    _S("offsets.topic.replication.factor", "short", 1, "Replication factor of __consumer_offsets.", AtLeast(1)),
+    _S("offsets.topic.segment.bytes", "int", 100 * 1024**2, "Segment size of __consumer_offsets.", AtLeast(1)),
+    _S("offsets.retention.minutes", "int", 7 * 24 * 60, "Committed offsets of an empty group are kept this long.",
+       AtLeast(1)),
+    _S("offsets.retention.check.interval.ms", "long", 600000, "How often expired offsets are looked for.",
+       AtLeast(1)),
+    _S("offsets.commit.timeout.ms", "int", 5000, "Longest wait for an offset commit to be replicated.",
+       AtLeast(1)),
+    _S("offset.metadata.max.bytes", "int", 4096, "Largest metadata string of a committed offset."),
+    _S("group.initial.rebalance.delay.ms", "int", 0, "Wait for more members before a new group's first "
+       "rebalance."),
+    _S("group.min.session.timeout.ms", "int", 6000, "Shortest session timeout a classic group member may ask for."),
+    _S("group.max.session.timeout.ms", "int", 30 * MINUTE_MS, "Longest session timeout a classic group member "
+       "may ask for."),
+    _S("group.max.size", "int", INT_MAX, "Most members of a classic group.", AtLeast(1)),
+    _S("group.coordinator.rebalance.protocols", "list", ("classic", "consumer"), "Group protocols served.",
+       ListOf("classic", "consumer", "share")),
+    _S("group.consumer.session.timeout.ms", "int", 45000, "Session timeout of consumer-protocol (KIP-848) "
+       "members.", AtLeast(1)),
+    _S("group.consumer.heartbeat.interval.ms", "int", 5000, "Heartbeat interval of consumer-protocol members.",
+       AtLeast(1)),
+    _S("group.consumer.max.size", "int", INT_MAX, "Most members of a consumer-protocol group.", AtLeast(1)),
+    _S("transaction.state.log.num.partitions", "int", 50, "Partitions of __transaction_state.", AtLeast(1)),
+    _S("transaction.state.log.replication.factor", "short", 1, "Replication factor of __transaction_state.",
+       AtLeast(1)),
+    _S("transaction.state.log.min.isr", "int", 1, "min.insync.replicas of __transaction_state.", AtLeast(1)),
+    _S("transaction.state.log.segment.bytes", "int", 100 * 1024**2, "Segment size of __transaction_state.",
+       AtLeast(1)),
+    _S("transaction.max.timeout.ms", "int", 15 * MINUTE_MS, "Longest transaction timeout a producer may ask for.",
+       AtLeast(1)),
+    _S("transactional.id.expiration.ms", "int", 7 * DAY_MS, "Idle transactional ids are forgotten after this "
+       "long.", AtLeast(1)),
+    _S("share.coordinator.state.topic.replication.factor", "short", 3, "Share groups are not supported; "
+       "accepted for Kafka's sample files.", AtLeast(1), used=False),
+    _S("share.coordinator.state.topic.min.isr", "short", 2, "Share groups are not supported; accepted for "
+       "Kafka's sample files.", AtLeast(1), used=False),
+    # --- logs (topic defaults: see TOPIC_CONFIG_SYNONYMS) ---
+    _S("log.dir", "string", "./kbroker-data", "Data directory, when log.dirs is unset."),
+    _S("log.dirs", "string", None, "Comma-separated data directories; unset: log.dir."),
+    _S("log.segment.bytes", "int", 1024**3, "Largest segment file of a partition.", AtLeast(14)),
+    _S("log.roll.ms", "long", None, "Roll a new segment after this long; unset: log.roll.hours."),
+    _S("log.roll.hours", "int", 168, "Roll a new segment after this many hours, if log.roll.ms is unset.",
+       AtLeast(1)),
+    _S("log.roll.jitter.ms", "long", None, "Random jitter subtracted from the roll time; unset: "
+       "log.roll.jitter.hours."),
+    _S("log.roll.jitter.hours", "int", 0, "Roll jitter in hours, if log.roll.jitter.ms is unset.", AtLeast(0)),
+    _S("log.retention.ms", "long", None, "Delete segments older than this (-1: never); unset: "
+       "log.retention.minutes."),
+    _S("log.retention.minutes", "int", None, "Retention in minutes, if log.retention.ms is unset; unset: "
+       "log.retention.hours."),
+    _S("log.retention.hours", "int", 168, "Retention in hours, if log.retention.ms and .minutes are unset."),
+    _S("log.retention.bytes", "long", -1, "Delete old segments beyond this many bytes per partition (-1: no "
+       "limit)."),
+    _S("log.retention.check.interval.ms", "long", 5 * MINUTE_MS, "How often retention is enforced.", AtLeast(1)),
+    _S("log.cleanup.policy", "list", ("delete",), "What happens to old segments: delete, compact or both.",
+       ListOf("compact", "delete")),
+    _S("log.index.size.max.bytes", "int", 10 * 1024**2, "Largest offset index file.", AtLeast(4)),
+    _S("log.index.interval.bytes", "int", 4096, "Bytes between offset index entries.", AtLeast(0)),
+    _S("log.flush.interval.messages", "long", LONG_MAX, "fsync after this many unflushed messages.", AtLeast(1)),
+    _S("log.flush.interval.ms", "long", None, "fsync data older than this; unset: "
+       "log.flush.scheduler.interval.ms."),
+    _S("log.flush.scheduler.interval.ms", "long", LONG_MAX, "How often the flusher looks for data to fsync."),
+    _S("log.flush.offset.checkpoint.interval.ms", "int", 60000, "How often recovery points are checkpointed.",
+       AtLeast(0)),
+    _S("log.flush.start.offset.checkpoint.interval.ms", "int", 60000, "How often log start offsets are "
+       "checkpointed.", AtLeast(0)),
+    _S("log.segment.delete.delay.ms", "long", 60000, "Wait before deleting a retired segment's files.",
+       AtLeast(0)),
+    _S("log.message.timestamp.type", "string", "CreateTime", "Record timestamps: the producer's or the broker's "
+       "append time.", OneOf("CreateTime", "LogAppendTime")),
+    _S("log.message.timestamp.before.max.ms", "long", LONG_MAX, "How far in the past a CreateTime timestamp "
+       "may be.", AtLeast(0)),
+    _S("log.message.timestamp.after.max.ms", "long", LONG_MAX, "How far in the future a CreateTime timestamp "
+       "may be.", AtLeast(0)),
+    _S("log.cleaner.enable", "bool", True, "Run the compaction cleaner."),
+    _S("log.cleaner.threads", "int", 1, "Compaction cleaner threads.", AtLeast(0)),
+    _S("log.cleaner.backoff.ms", "long", 15000, "Cleaner's sleep when nothing needs cleaning.", AtLeast(0)),
+    _S("log.cleaner.delete.retention.ms", "long", DAY_MS, "How long tombstones survive compaction.", AtLeast(0)),
+    _S("log.cleaner.min.compaction.lag.ms", "long", 0, "Records stay uncompacted at least this long.",
+       AtLeast(0)),
+    _S("log.cleaner.max.compaction.lag.ms", "long", LONG_MAX, "Records become compactable at most this late.",
+       AtLeast(1)),
+    _S("log.cleaner.min.cleanable.ratio", "double", 0.5, "Dirty share of a log that makes it worth cleaning.",
+       Between(0, 1)),
+    _S("log.preallocate", "bool", False, "Kafka's segment preallocation; not done here.", used=False),
+    _S("num.recovery.threads.per.data.dir", "int", 1, "Kafka's recovery thread count; unused here.", AtLeast(1),
+       used=False),
+)
+
+SETTINGS_BY_NAME: dict[str, Setting] = {setting.name: setting for setting in SETTINGS}
+SETTINGS_BY_ATTRIBUTE: dict[str, Setting] = {setting.attribute: setting for setting in SETTINGS}
+SETTINGS_BY_ENVIRONMENT: dict[str, Setting] = {setting.environment_variable: setting for setting in SETTINGS}
+assert len(SETTINGS_BY_NAME) == len(SETTINGS_BY_ATTRIBUTE) == len(SETTINGS_BY_ENVIRONMENT) == len(SETTINGS)
+assert all(setting.type in TYPES for setting in SETTINGS)
+
+# Topic config -> the broker settings that supply its default, first set one wins (Kafka's
+# ServerTopicConfigSynonyms), each with the factor that turns its unit into the topic's.
+TOPIC_CONFIG_SYNONYMS: dict[str, tuple[tuple[str, int], ...]] = {
+    "segment.bytes": (("log.segment.bytes", 1),),
+    "segment.ms": (("log.roll.ms", 1), ("log.roll.hours", HOUR_MS)),
+    "segment.jitter.ms": (("log.roll.jitter.ms", 1), ("log.roll.jitter.hours", HOUR_MS)),
+    "segment.index.bytes": (("log.index.size.max.bytes", 1),),
+    "flush.messages": (("log.flush.interval.messages", 1),),
+    "flush.ms": (("log.flush.interval.ms", 1), ("log.flush.scheduler.interval.ms", 1)),
+    "retention.bytes": (("log.retention.bytes", 1),),
+    "retention.ms": (("log.retention.ms", 1), ("log.retention.minutes", MINUTE_MS), ("log.retention.hours", HOUR_MS)),
+    "max.message.bytes": (("message.max.bytes", 1),),
+    "index.interval.bytes": (("log.index.interval.bytes", 1),),
+    "delete.retention.ms": (("log.cleaner.delete.retention.ms", 1),),
+    "min.compaction.lag.ms": (("log.cleaner.min.compaction.lag.ms", 1),),
+    "max.compaction.lag.ms": (("log.cleaner.max.compaction.lag.ms", 1),),
+    "file.delete.delay.ms": (("log.segment.delete.delay.ms", 1),),
+    "min.cleanable.dirty.ratio": (("log.cleaner.min.cleanable.ratio", 1),),
+    "cleanup.policy": (("log.cleanup.policy", 1),),
+    "unclean.leader.election.enable": (("unclean.leader.election.enable", 1),),
+    "min.insync.replicas": (("min.insync.replicas", 1),),
+    "compression.type": (("compression.type", 1),),
+    "message.timestamp.type": (("log.message.timestamp.type", 1),),
+    "message.timestamp.before.max.ms": (("log.message.timestamp.before.max.ms", 1),),
+    "message.timestamp.after.max.ms": (("log.message.timestamp.after.max.ms", 1),),
+}
+assert all(name in SETTINGS_BY_NAME for synonyms in TOPIC_CONFIG_SYNONYMS.values() for name, _ in synonyms)

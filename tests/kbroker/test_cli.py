@@ -1,0 +1,63 @@
+"""The `kbroker` command as a real process: starts, serves, stops cleanly, refuses bad config."""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import confluent_kafka.admin
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def start(tmp_path, *overrides):
+    command = [sys.executable, "-m", "kbroker.cli", *(arg for o in overrides for arg in ("--override", o))]
+    return subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def wait_for_line(process, text, timeout_s=20):
+    deadline = time.monotonic() + timeout_s
+    lines = []
+    while time.monotonic() < deadline:
+        line = process.stdout.readline()
+        if not line:
+            break
+        lines.append(line)
+        if text in line:
+            return line
+    raise AssertionError(f"no {text!r} in {lines}")
+
+
+def test_starts_serves_and_stops_on_sigterm(tmp_path):
+    port = free_port()
+    process = start(tmp_path, f"listeners=PLAINTEXT://127.0.0.1:{port}")
+    try:
+        ready = wait_for_line(process, "ready on")
+        assert f"127.0.0.1:{port}" in ready
+        metadata = confluent_kafka.admin.AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"}).list_topics(timeout=10)
+        assert [(b.id, b.port) for b in metadata.brokers.values()] == [(1, port)]
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=20) == 0
+        assert "stopped" in process.stdout.read()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert os.path.exists(tmp_path / "kbroker-data" / "meta.properties")
+
+
+def test_bad_settings_fail_fast_with_a_clear_message(tmp_path):
+    for override, expected in [
+        ("log.retention.ms=soon", "log.retention.ms"),
+        ("log.retension.ms=1", "did you mean"),
+        ("listeners=PLAINTEXT://127.0.0.1:notaport", "listeners"),
+    ]:
+        process = start(tmp_path, override)
+        output, _ = process.communicate(timeout=20)
+        assert process.returncode == 2 and expected in output, output
