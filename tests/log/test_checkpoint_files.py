@@ -37,20 +37,8 @@ def test_write_atomically_creates_and_replaces(tmp_path):
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc to tell a directory descriptor")
-def test_write_atomically_syncs_data_then_renames_then_syncs_directory(tmp_path, monkeypatch):
-    events = []
-    real_fsync, real_replace = os.fsync, os.replace
-
-    def fsync(descriptor):
-        events.append(("fsync", os.path.isdir(f"/proc/self/fd/{descriptor}")))
-        real_fsync(descriptor)
-
-    def replace(source, destination):
-        events.append(("replace", os.path.basename(source), os.path.basename(destination)))
-        real_replace(source, destination)
-
-    monkeypatch.setattr(os, "fsync", fsync)
-    monkeypatch.setattr(os, "replace", replace)
+def test_write_atomically_syncs_data_then_renames_then_syncs_directory(tmp_path, durability_events):
+    events = durability_events
     write_atomically(tmp_path / "state", b"data")
     assert events == [("fsync", False), ("replace", "state.tmp", "state"), ("fsync", True)]
 

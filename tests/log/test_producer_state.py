@@ -582,20 +582,8 @@ def test_leftover_temporary_file_is_removed_on_load(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["00000000000000000007.snapshot"]
 
 
-def test_snapshot_write_syncs_data_then_renames_then_syncs_directory(tmp_path, monkeypatch):
-    events = []
-    real_fsync, real_replace = os.fsync, os.replace
-
-    def fsync(descriptor):
-        events.append(("fsync", os.path.isdir(f"/proc/self/fd/{descriptor}")))
-        real_fsync(descriptor)
-
-    def replace(source, destination):
-        events.append(("replace", os.path.basename(source), os.path.basename(destination)))
-        real_replace(source, destination)
-
-    monkeypatch.setattr(os, "fsync", fsync)
-    monkeypatch.setattr(os, "replace", replace)
+def test_snapshot_write_syncs_data_then_renames_then_syncs_directory(tmp_path, durability_events):
+    events = durability_events
     busy_manager().take_snapshot(tmp_path)
     name = "00000000000000000014.snapshot"
     assert events == [("fsync", False), ("replace", name + ".tmp", name), ("fsync", True)]
