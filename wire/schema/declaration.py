@@ -30,6 +30,16 @@ A field line is ``name: type [versions] [nullable versions] [tag N] [= default]`
 
 The header line may end with ``rejected 0-2``: versions we advertise for old
 clients' sake but answer with UNSUPPORTED_VERSION.
+
+A record declaration (KRaft metadata records, :func:`parse_record_declaration`)
+has the same header without ``rejected`` and one ``record`` section instead of
+``request`` and ``response``::
+
+    TopicRecord 2 versions 0 flexible 0+
+
+    record
+      name: string
+      topic_id: uuid
 """
 
 from __future__ import annotations
@@ -118,7 +128,7 @@ class StructSpec:
 @dataclass(eq=False)
 class MessageSpec(StructSpec):
     api_key: int = -1
-    kind: str = ""  # "request" or "response"
+    kind: str = ""  # "request", "response" or "record"
 
 
 @dataclass(eq=False)
@@ -136,6 +146,21 @@ class ApiSpec:
         return version in self.flexible
 
 
+@dataclass(eq=False)
+class RecordSpec:
+    """A record type (a KRaft metadata record): one message over every version."""
+
+    name: str
+    key: int
+    versions: Versions
+    flexible: Versions
+    message: MessageSpec
+    common_structs: dict[str, StructSpec]
+
+    def is_flexible(self, version: int) -> bool:
+        return version in self.flexible
+
+
 _HEADER = re.compile(
     r"^(?P<name>[A-Z]\w*)\s+(?P<key>\d+)\s+versions\s+(?P<versions>\S+)\s+flexible\s+(?P<flexible>\S+)"
     r"(?:\s+rejected\s+(?P<rejected>\S+))?$"
@@ -145,6 +170,50 @@ _VERSION_TOKEN = re.compile(r"^v\d+(\+|-\d+)?$")
 
 
 def parse_declaration(text: str) -> ApiSpec:
+    header, sections = _split(text)
+    name = header["name"]
+    versions = Versions.parse(header["versions"])
+    flexible = Versions.parse(header["flexible"])
+    rejected = Versions.parse(header["rejected"]) if header["rejected"] else NO_VERSIONS
+    common = _common_structs(sections, versions)
+    messages = {}
+    for kind in ("request", "response"):
+        messages[kind] = _parse_message(name, int(header["key"]), kind, sections, versions, common)
+    _check_sections(name, sections, ("request", "response"))
+    return ApiSpec(
+        key=int(header["key"]),
+        name=name,
+        versions=versions,
+        flexible=flexible,
+        rejected=rejected,
+        request=messages["request"],
+        response=messages["response"],
+        common_structs=common,
+    )
+
+
+def parse_record_declaration(text: str) -> RecordSpec:
+    """A declaration with a single ``record`` section; its message is named as the header says."""
+    header, sections = _split(text)
+    name = header["name"]
+    if header["rejected"]:
+        raise DeclarationError(f"{name}: a record declaration has no rejected versions")
+    versions = Versions.parse(header["versions"])
+    common = _common_structs(sections, versions)
+    message = _parse_message(name, int(header["key"]), "record", sections, versions, common)
+    _check_sections(name, sections, ("record",))
+    return RecordSpec(
+        name=name,
+        key=int(header["key"]),
+        versions=versions,
+        flexible=Versions.parse(header["flexible"]),
+        message=message,
+        common_structs=common,
+    )
+
+
+def _split(text: str):
+    """The header match and the sections: each unindented line starts one."""
     lines = []
     for number, raw in enumerate(text.splitlines(), 1):
         line = raw.split("#", 1)[0].rstrip() if '"' not in raw else raw.rstrip()
@@ -155,10 +224,6 @@ def parse_declaration(text: str) -> ApiSpec:
     header = _HEADER.match(lines[0][2])
     if header is None:
         raise DeclarationError(f"bad header line: {lines[0][2]!r}")
-    name = header["name"]
-    versions = Versions.parse(header["versions"])
-    flexible = Versions.parse(header["flexible"])
-    rejected = Versions.parse(header["rejected"]) if header["rejected"] else NO_VERSIONS
 
     sections: dict[str, list] = {}
     current = None
@@ -170,7 +235,10 @@ def parse_declaration(text: str) -> ApiSpec:
             raise DeclarationError(f"line {number}: field outside a section")
         else:
             current.append((number, indent, line))
+    return header, sections
 
+
+def _common_structs(sections, versions: Versions) -> dict[str, StructSpec]:
     common: dict[str, StructSpec] = {}
     # Common structs may refer to each other; declare them all before filling any.
     for section in sections:
@@ -181,28 +249,24 @@ def parse_declaration(text: str) -> ApiSpec:
         if section.startswith("struct "):
             struct = common[section.split()[1]]
             struct.fields = _parse_fields(body, 0, len(body), versions, common, struct.name)
+    return common
 
-    messages = {}
-    for kind in ("request", "response"):
-        if kind not in sections:
-            raise DeclarationError(f"{name}: missing {kind} section")
-        message = MessageSpec(name + kind.capitalize(), api_key=int(header["key"]), kind=kind)
-        body = sections[kind]
-        message.fields = _parse_fields(body, 0, len(body), versions, common, message.name)
-        messages[kind] = message
+
+def _parse_message(name, key, kind, sections, versions, common) -> MessageSpec:
+    if kind not in sections:
+        raise DeclarationError(f"{name}: missing {kind} section")
+    # A record's message is the record itself (TopicRecord); an API's are NameRequest, NameResponse.
+    message_name = name if kind == "record" else name + kind.capitalize()
+    message = MessageSpec(message_name, api_key=key, kind=kind)
+    body = sections[kind]
+    message.fields = _parse_fields(body, 0, len(body), versions, common, message.name)
+    return message
+
+
+def _check_sections(name, sections, kinds) -> None:
     for section in sections:
-        if section not in ("request", "response") and not section.startswith("struct "):
+        if section not in kinds and not section.startswith("struct "):
             raise DeclarationError(f"{name}: unknown section {section!r}")
-    return ApiSpec(
-        key=int(header["key"]),
-        name=name,
-        versions=versions,
-        flexible=flexible,
-        rejected=rejected,
-        request=messages["request"],
-        response=messages["response"],
-        common_structs=common,
-    )
 
 
 def _parse_fields(body, start, stop, parent_versions, common, owner) -> list[FieldSpec]:
