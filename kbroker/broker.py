@@ -10,12 +10,15 @@ from __future__ import annotations
 import logging
 import os
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import trio
 
+from kbroker.config import BrokerConfig
 from kbroker.metadata.image import BrokerEndpoint, MetadataImage
+from kbroker.metadata.metadata_log import MetadataLog
 from kbroker.server import Server, ServerLimits
+from kbroker.topics import topic_log_config
 from log.checkpoint import kafka_uuid_string
 from log.manager import LogManager
 
@@ -33,7 +36,7 @@ class BrokerSettings:
     limits: ServerLimits = ServerLimits()
 
 
-def settings_from_config(config) -> BrokerSettings:
+def settings_from_config(config: BrokerConfig) -> BrokerSettings:
     """What this step of the broker uses from a :class:`kbroker.config.BrokerConfig`."""
     names = set(config.controller_listener_names)
     listener = next(e for e in config.listener_endpoints if e.listener_name not in names)
@@ -54,13 +57,35 @@ def settings_from_config(config) -> BrokerSettings:
 
 
 class Broker:
-    def __init__(self, settings: BrokerSettings) -> None:
+    def __init__(self, settings: BrokerSettings, config: BrokerConfig | None = None) -> None:
         self.settings = settings
+        self.config = config or BrokerConfig.load()
+        self.log_defaults = self.config.log_config()
         self.logs = LogManager(settings.data_dir)
         self.cluster_id = _cluster_id(settings.data_dir, settings.node_id)
-        self.image = MetadataImage(cluster_id=self.cluster_id, controller_id=settings.node_id)
+        self.metadata_log = MetadataLog(settings.data_dir)
+        self.image = self.metadata_log.replay(MetadataImage(cluster_id=self.cluster_id, controller_id=settings.node_id))
         self.server = Server(self, settings.limits)
         self.port: int | None = None
+        for topic in self.image.topics.values():
+            self._open_logs(topic)
+
+    def commit(self, records: list) -> None:
+        """Make a metadata change durable, then show it: the new image and its logs."""
+        before = self.image
+        self.image = self.metadata_log.commit(self.image, records)
+        for name, topic in self.image.topics.items():
+            if name not in before.topics:
+                self._open_logs(topic)
+        for name, topic in before.topics.items():
+            if name not in self.image.topics:
+                for partition in topic.partitions:
+                    self.logs.delete(name, partition.partition)
+
+    def _open_logs(self, topic) -> None:
+        config = topic_log_config(self.log_defaults, topic.configs)
+        for partition in topic.partitions:
+            self.logs.open(topic.name, partition.partition, config, topic.topic_id)
 
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Serve until cancelled; reports the bound (host, port) once listening."""
@@ -72,10 +97,11 @@ class Broker:
                 endpoint = BrokerEndpoint(
                     settings.node_id, settings.advertised_host or settings.host, settings.advertised_port or self.port
                 )
-                self.image = MetadataImage(self.cluster_id, settings.node_id, brokers=(endpoint,), version=self.image.version + 1)
+                self.image = replace(self.image, brokers=(endpoint,), version=self.image.version + 1)
                 task_status.started((endpoint.host, endpoint.port))
         finally:
             self.logs.close()
+            self.metadata_log.close()
 
 
 def _cluster_id(data_dir: str, node_id: int) -> str:

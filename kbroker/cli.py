@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         config = BrokerConfig.load(arguments.config, os.environ, arguments.override)
-        broker = Broker(settings_from_config(config))
+        broker = Broker(settings_from_config(config), config)
     except ConfigError as error:
         print(f"kbroker: {error}", file=sys.stderr)
         return 2

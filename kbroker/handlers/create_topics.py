@@ -1,0 +1,43 @@
+"""CreateTopics (19): Kafka's checks and codes; one metadata batch for all new topics."""
+
+from kbroker import handlers
+from kbroker.metadata import records
+from kbroker.topics import TopicError, TopicRequest, plan_topic
+from wire.errors import ErrorCode
+from wire.schema import API_BY_NAME
+
+CreateTopicsResponse = API_BY_NAME["CreateTopics"].response_class
+Result = CreateTopicsResponse.CreatableTopicResult
+
+
+@handlers.handles("CreateTopics", 2, 7)
+async def handle(broker, context, request):
+    known_configs = set(broker.config.log_config_defaults())
+    results, plans = [], []
+    seen = set()
+    for topic in request.topics:
+        if topic.name in seen:
+            results.append(Result(name=topic.name, error_code=ErrorCode.INVALID_REQUEST, error_message="Duplicate topic name."))
+            continue
+        seen.add(topic.name)
+        wanted = TopicRequest(
+            topic.name, topic.num_partitions, topic.replication_factor,
+            {a.partition_index: list(a.broker_ids) for a in topic.assignments},
+            {c.name: c.value for c in topic.configs},
+        )
+        try:
+            plan = plan_topic(
+                broker.image, wanted, default_partitions=broker.config.num_partitions,
+                default_replication=broker.config.default_replication_factor, known_configs=known_configs,
+            )
+        except TopicError as error:
+            results.append(Result(name=topic.name, error_code=error.error_code, error_message=str(error)))
+            continue
+        partitions = [record for record in plan if isinstance(record, records.PartitionRecord)]
+        results.append(
+            Result(name=topic.name, topic_id=plan[0].topic_id, num_partitions=len(partitions), replication_factor=len(partitions[0].replicas))
+        )
+        plans.extend(plan)
+    if plans and not request.validate_only:
+        broker.commit(plans)
+    return CreateTopicsResponse(topics=results)

@@ -1,0 +1,29 @@
+"""DeleteTopics (20): by name (v1-5) or by name or id (v6+)."""
+
+from kbroker import handlers
+from kbroker.topics import removal_records
+from wire.errors import ErrorCode
+from wire.primitives import ZERO_UUID
+from wire.schema import API_BY_NAME
+
+DeleteTopicsResponse = API_BY_NAME["DeleteTopics"].response_class
+Result = DeleteTopicsResponse.DeletableTopicResult
+
+
+@handlers.handles("DeleteTopics", 1, 6)
+async def handle(broker, context, request):
+    wanted = [(name, ZERO_UUID) for name in request.topic_names] + [(t.name, t.topic_id) for t in request.topics]
+    results, removals, removed = [], [], set()
+    for name, topic_id in wanted:
+        topic = broker.image.topics.get(name) if name is not None else broker.image.topic_by_id(topic_id)
+        if topic is None:
+            code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if name is not None else ErrorCode.UNKNOWN_TOPIC_ID
+            results.append(Result(name=name, topic_id=topic_id, error_code=code))
+            continue
+        results.append(Result(name=topic.name, topic_id=topic.topic_id))
+        if topic.name not in removed:
+            removed.add(topic.name)
+            removals.extend(removal_records(topic))
+    if removals:
+        broker.commit(removals)
+    return DeleteTopicsResponse(responses=results)

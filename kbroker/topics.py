@@ -1,0 +1,122 @@
+"""Creating and deleting topics on a single node: checks, records, logs.
+
+The rules and error codes are Kafka's (``Topic.validate``, CreateTopics and
+DeleteTopics semantics); the change itself is a list of metadata records
+committed to ``__cluster_metadata`` as one batch.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from dataclasses import dataclass, fields
+
+from kbroker.metadata import records
+from kbroker.metadata.image import TOPIC_RESOURCE, MetadataImage, TopicImage
+from log.config import LogConfig
+from wire.errors import ErrorCode
+
+_LEGAL_NAME = re.compile(r"[a-zA-Z0-9._-]+")
+MAX_NAME_LENGTH = 249
+_LOG_CONFIG_NAMES = {f.name.replace("_", "."): f for f in fields(LogConfig)}
+
+
+class TopicError(Exception):
+    def __init__(self, error_code: int, message: str) -> None:
+        super().__init__(message)
+        self.error_code = error_code
+
+
+def validate_topic_name(name: str) -> None:
+    if not name:
+        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name is illegal, it can't be empty")
+    if name in (".", ".."):
+        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name cannot be \".\" or \"..\"")
+    if len(name) > MAX_NAME_LENGTH:
+        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Topic name is illegal, it can't be longer than {MAX_NAME_LENGTH} characters")
+    if not _LEGAL_NAME.fullmatch(name):
+        raise TopicError(
+            ErrorCode.INVALID_TOPIC_EXCEPTION,
+            f"Topic name \"{name}\" is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'",
+        )
+
+
+@dataclass(frozen=True)
+class TopicRequest:
+    name: str
+    num_partitions: int  # -1: the broker's num.partitions
+    replication_factor: int  # -1: the broker's default.replication.factor
+    assignments: dict[int, list[int]]
+    configs: dict[str, str | None]
+
+
+def plan_topic(image: MetadataImage, request: TopicRequest, *, default_partitions: int, default_replication: int,
+               known_configs: set[str]) -> list:
+    """The metadata records that create the topic, or TopicError saying why not."""
+    validate_topic_name(request.name)
+    if request.name in image.topics:
+        raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{request.name}' already exists.")
+    broker_ids = {broker.node_id for broker in image.brokers}
+    if request.assignments:
+        if request.num_partitions != -1 or request.replication_factor != -1:
+            raise TopicError(ErrorCode.INVALID_REQUEST, "Both numPartitions or replicationFactor and replicasAssignments were set.")
+        if sorted(request.assignments) != list(range(len(request.assignments))):
+            raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Partitions should be a consecutive 0-based integer sequence")
+        for replicas in request.assignments.values():
+            if not replicas or len(set(replicas)) != len(replicas) or not set(replicas) <= broker_ids:
+                raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Invalid replica assignment {replicas}")
+        assignments = dict(request.assignments)
+    else:
+        partitions = default_partitions if request.num_partitions == -1 else request.num_partitions
+        replication = default_replication if request.replication_factor == -1 else request.replication_factor
+        if partitions <= 0:
+            raise TopicError(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
+        if replication <= 0:
+            raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.")
+        if replication > len(broker_ids):
+            raise TopicError(
+                ErrorCode.INVALID_REPLICATION_FACTOR,
+                f"Unable to replicate the partition {replication} time(s): The target replication factor of "
+                f"{replication} cannot be reached because only {len(broker_ids)} broker(s) are registered.",
+            )
+        ordered = sorted(broker_ids)
+        assignments = {p: [ordered[(p + r) % len(ordered)] for r in range(replication)] for p in range(partitions)}
+    check_topic_configs(request.configs, known_configs)
+
+    topic_id = uuid.uuid4()
+    plan: list = [records.TopicRecord(name=request.name, topic_id=topic_id)]
+    for partition, replicas in sorted(assignments.items()):
+        plan.append(
+            records.PartitionRecord(
+                partition_id=partition, topic_id=topic_id, replicas=replicas, isr=replicas,
+                leader=replicas[0], leader_epoch=0, partition_epoch=0,
+            )
+        )
+    for name, value in sorted(request.configs.items()):
+        plan.append(records.ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name=request.name, name=name, value=value))
+    return plan
+
+
+def check_topic_configs(configs: dict[str, str | None], known_configs: set[str]) -> None:
+    for name, value in configs.items():
+        if name not in known_configs:
+            raise TopicError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {name}")
+        if value is None:
+            raise TopicError(ErrorCode.INVALID_CONFIG, f"Null value not supported for topic configs: {name}")
+    try:
+        topic_log_config(LogConfig(), configs)
+    except ValueError as error:
+        raise TopicError(ErrorCode.INVALID_CONFIG, str(error)) from None
+
+
+def topic_log_config(base: LogConfig, configs: dict[str, str | None]) -> LogConfig:
+    """The log settings of a topic: the broker's defaults overridden by the topic's configs."""
+    applicable = {name: value for name, value in configs.items() if name in _LOG_CONFIG_NAMES and value is not None}
+    try:
+        return LogConfig.from_properties(applicable, base)
+    except ValueError as error:
+        raise ValueError(f"Invalid value for topic config: {error}") from None
+
+
+def removal_records(topic: TopicImage) -> list:
+    return [records.RemoveTopicRecord(topic_id=topic.topic_id)]

@@ -1,0 +1,87 @@
+"""Creating and deleting topics with stock admin clients; the metadata survives a restart."""
+
+import confluent_kafka
+import confluent_kafka.admin as admin
+import pytest
+
+from kbroker.testing import running_broker
+from wire.errors import ErrorCode
+
+
+def create(client, *topics, validate_only=False):
+    futures = client.create_topics(list(topics), validate_only=validate_only, operation_timeout=10)
+    outcomes = {}
+    for name, future in futures.items():
+        try:
+            future.result(timeout=10)
+            outcomes[name] = "ok"
+        except confluent_kafka.KafkaException as error:
+            outcomes[name] = ErrorCode(error.args[0].code()).name  # Kafka's names, not librdkafka's
+    return outcomes
+
+
+
+
+def test_create_describe_delete_and_restart(tmp_path):
+    with running_broker(str(tmp_path)) as broker:
+        client = admin.AdminClient({"bootstrap.servers": broker.bootstrap})
+        assert create(
+            client,
+            admin.NewTopic("orders", num_partitions=3),
+            admin.NewTopic("defaults"),
+            admin.NewTopic("compacted", 1, config={"cleanup.policy": "compact", "segment.bytes": "1048576"}),
+        ) == {"orders": "ok", "defaults": "ok", "compacted": "ok"}
+        metadata = client.list_topics(timeout=10)
+        assert {name: len(topic.partitions) for name, topic in metadata.topics.items()} == {"orders": 3, "defaults": 1, "compacted": 1}
+        assert all(p.leader == 1 and p.replicas == [1] and p.isrs == [1] for p in metadata.topics["orders"].partitions.values())
+        assert (tmp_path / "orders-2" / "partition.metadata").exists()
+        client.delete_topics(["defaults"], operation_timeout=10)["defaults"].result(timeout=10)
+        assert not (tmp_path / "defaults-0").exists()
+
+    with running_broker(str(tmp_path)) as broker:
+        client = admin.AdminClient({"bootstrap.servers": broker.bootstrap})
+        metadata = client.list_topics(timeout=10)
+        assert sorted(metadata.topics) == ["compacted", "orders"]
+        assert broker.broker.image.topics["compacted"].configs == {"cleanup.policy": "compact", "segment.bytes": "1048576"}
+
+
+def test_errors_clients_rely_on(kbroker):
+    client = admin.AdminClient({"bootstrap.servers": kbroker.bootstrap})
+    assert create(client, admin.NewTopic("taken")) == {"taken": "ok"}
+    assert create(
+        client,
+        admin.NewTopic("taken"),
+        admin.NewTopic("bad/name"),
+        admin.NewTopic("x" * 250),
+        admin.NewTopic("zero", num_partitions=0),
+        admin.NewTopic("too-many-replicas", 1, replication_factor=3),
+        admin.NewTopic("bad-config", 1, config={"retention.ms": "soon"}),
+        admin.NewTopic("unknown-config", 1, config={"no.such.config": "1"}),
+    ) == {
+        "taken": "TOPIC_ALREADY_EXISTS",
+        "bad/name": "INVALID_TOPIC_EXCEPTION",
+        "x" * 250: "INVALID_TOPIC_EXCEPTION",
+        "zero": "INVALID_PARTITIONS",
+        "too-many-replicas": "INVALID_REPLICATION_FACTOR",
+        "bad-config": "INVALID_CONFIG",
+        "unknown-config": "INVALID_CONFIG",
+    }
+    assert create(client, admin.NewTopic("dry-run", 2), validate_only=True) == {"dry-run": "ok"}
+    assert "dry-run" not in client.list_topics(timeout=10).topics
+    outcome = client.delete_topics(["never-created"], operation_timeout=10)["never-created"]
+    with pytest.raises(confluent_kafka.KafkaException) as caught:
+        outcome.result(timeout=10)
+    assert caught.value.args[0].code() == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_kafka_python_admin_creates_and_lists(kbroker):
+    import kafka.admin
+
+    client = kafka.admin.KafkaAdminClient(bootstrap_servers=kbroker.bootstrap)
+    try:
+        client.create_topics([kafka.admin.NewTopic("from-kafka-python", 4, 1)])
+        assert "from-kafka-python" in client.list_topics()
+        client.delete_topics(["from-kafka-python"])
+        assert "from-kafka-python" not in client.list_topics()
+    finally:
+        client.close()
