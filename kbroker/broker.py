@@ -17,6 +17,8 @@ import trio
 from kbroker.config import BrokerConfig
 from kbroker.metadata.image import BrokerEndpoint, MetadataImage
 from kbroker.metadata.metadata_log import MetadataLog
+from kbroker.replica import Partition
+from kbroker.handlers.init_producer_id import ProducerIdBlock
 from kbroker.server import Server, ServerLimits
 from kbroker.topics import topic_log_config
 from log.checkpoint import kafka_uuid_string
@@ -67,6 +69,9 @@ class Broker:
         self.image = self.metadata_log.replay(MetadataImage(cluster_id=self.cluster_id, controller_id=settings.node_id))
         self.server = Server(self, settings.limits)
         self.port: int | None = None
+        self._partitions: dict[tuple[str, int], Partition] = {}
+        self._nursery: trio.Nursery | None = None
+        self.producer_ids = ProducerIdBlock()
         for topic in self.image.topics.values():
             self._open_logs(topic)
 
@@ -80,7 +85,20 @@ class Broker:
         for name, topic in before.topics.items():
             if name not in self.image.topics:
                 for partition in topic.partitions:
+                    self._partitions.pop((name, partition.partition), None)
                     self.logs.delete(name, partition.partition)
+
+    def partition(self, topic: str, index: int) -> Partition:
+        """The partition this broker leads (single node: every partition)."""
+        key = (topic, index)
+        partition = self._partitions.get(key)
+        if partition is None:
+            partition = self._partitions[key] = Partition(topic, index, self.logs.logs[key])
+        return partition
+
+    def flush_soon(self, partition: Partition, offset: int) -> None:
+        """Make ``offset`` durable in the background (acks 0 and 1 do not wait for it)."""
+        self._nursery.start_soon(partition.wait_durable, offset)
 
     def _open_logs(self, topic) -> None:
         config = topic_log_config(self.log_defaults, topic.configs)
@@ -92,6 +110,7 @@ class Broker:
         settings = self.settings
         try:
             async with trio.open_nursery() as nursery:
+                self._nursery = nursery
                 listeners = await nursery.start(self.server.serve, settings.host, settings.port)
                 self.port = listeners[0].socket.getsockname()[1]
                 endpoint = BrokerEndpoint(

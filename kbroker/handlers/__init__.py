@@ -42,7 +42,7 @@ def handles(api_name: str, min_version: int, max_version: int):
     return register
 
 
-_MODULES = ("api_versions", "metadata", "create_topics", "delete_topics")
+_MODULES = ("api_versions", "metadata", "create_topics", "delete_topics", "produce", "fetch", "list_offsets", "init_producer_id")
 
 for _module in _MODULES:
     import_module(f"kbroker.handlers.{_module}")

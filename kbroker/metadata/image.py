@@ -49,6 +49,7 @@ class MetadataImage:
     brokers: tuple[BrokerEndpoint, ...] = ()
     topics: dict[str, TopicImage] = field(default_factory=dict)
     version: int = 0  # bumps with every applied change; caches key on it
+    next_producer_id: int = 0  # the first id of the next producer-id block to hand out
 
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicImage | None:
         for topic in self.topics.values():
@@ -81,6 +82,8 @@ def apply_record(image: MetadataImage, record) -> MetadataImage:
         else:
             configs[record.name] = record.value
         topics = {**topics, topic.name: replace(topic, configs=configs)}
+    elif isinstance(record, records.ProducerIdsRecord):
+        return replace(image, next_producer_id=record.next_producer_id, version=image.version + 1)
     elif isinstance(record, records.RemoveTopicRecord):
         topic = _topic_by_id(topics, record.topic_id)
         topics = {name: value for name, value in topics.items() if name != topic.name}

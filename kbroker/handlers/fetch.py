@@ -1,0 +1,103 @@
+"""Fetch (1): file regions straight from the segments, long-polled on new data.
+
+Each partition's data is a region of a segment file sent with ``os.sendfile``;
+nothing is copied through Python. Reads stop at the high watermark (or the
+last stable offset for read_committed). When less than ``min_bytes`` is
+ready the request waits, up to ``max_wait_ms``, for any of its partitions'
+high watermarks to move. Fetch sessions (KIP-227) are not granted: every
+answer is sessionless (session id 0), which clients accept by sending full
+requests.
+"""
+
+from __future__ import annotations
+
+import time
+
+import trio
+
+from kbroker import handlers
+from log.partition_log import OffsetOutOfRange
+from wire.errors import ErrorCode
+from wire.primitives import ZERO_UUID
+from wire.schema import API_BY_NAME
+
+FetchResponse = API_BY_NAME["Fetch"].response_class
+TopicResult = FetchResponse.FetchableTopicResponse
+PartitionResult = TopicResult.PartitionData
+AbortedTransaction = PartitionResult.AbortedTransaction
+
+READ_COMMITTED = 1
+
+
+@handlers.handles("Fetch", 4, 16)
+async def handle(broker, context, request):
+    deadline = time.monotonic() + max(0, request.max_wait_ms) / 1000
+    while True:
+        response, ready_bytes, partitions = _read(broker, request, context.api_version)
+        remaining = deadline - time.monotonic()
+        if ready_bytes >= request.min_bytes or remaining <= 0 or not partitions:
+            return response
+        await _wait_for_any(partitions, remaining)
+        if time.monotonic() >= deadline:
+            return _read(broker, request, context.api_version)[0]
+
+
+def _read(broker, request, version):
+    """The response as of now, the bytes it carries and the partitions it could wait on."""
+    total = 0
+    waitable = []
+    topics = []
+    for fetch_topic in request.topics:
+        topic = broker.image.topics.get(fetch_topic.topic) if version < 13 else broker.image.topic_by_id(fetch_topic.topic_id)
+        results = []
+        for wanted in fetch_topic.partitions:
+            result = PartitionResult(partition_index=wanted.partition, records=b"")
+            results.append(result)
+            if topic is None:
+                result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if version < 13 else ErrorCode.UNKNOWN_TOPIC_ID
+                continue
+            if not 0 <= wanted.partition < len(topic.partitions):
+                result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            partition = broker.partition(topic.name, wanted.partition)
+            total += _read_partition(partition, wanted, request, result, max(0, request.max_bytes - total), first=total == 0)
+            waitable.append(partition)
+        topics.append(TopicResult(topic=fetch_topic.topic, topic_id=topic.topic_id if topic else fetch_topic.topic_id or ZERO_UUID, partitions=results))
+    return FetchResponse(responses=topics), total, waitable
+
+
+def _read_partition(partition, wanted, request, result, budget: int, first: bool) -> int:
+    log = partition.log
+    high_watermark = partition.high_watermark
+    upper_bound = partition.last_stable_offset if request.isolation_level == READ_COMMITTED else high_watermark
+    result.high_watermark = high_watermark
+    result.last_stable_offset = partition.last_stable_offset
+    result.log_start_offset = log.log_start_offset
+    result.records = b""
+    if budget <= 0 and not first:
+        return 0
+    try:
+        region = log.read(wanted.fetch_offset, min(budget, wanted.partition_max_bytes), upper_bound, min_one_batch=first)
+    except OffsetOutOfRange:
+        result.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
+        return 0
+    if region is None:
+        return 0
+    result.records = region
+    if request.isolation_level == READ_COMMITTED:
+        aborted = log.collect_aborted_transactions(wanted.fetch_offset, upper_bound)
+        result.aborted_transactions = [AbortedTransaction(producer_id=a.producer_id, first_offset=a.first_offset) for a in aborted]
+    return region.length
+
+
+async def _wait_for_any(partitions, seconds: float) -> None:
+    events = {id(p): p.advanced() for p in partitions}.values()
+    with trio.move_on_after(seconds):
+        async with trio.open_nursery() as nursery:
+            for event in events:
+                nursery.start_soon(_wait_then_stop, event, nursery.cancel_scope)
+
+
+async def _wait_then_stop(event: trio.Event, scope: trio.CancelScope) -> None:
+    await event.wait()
+    scope.cancel()

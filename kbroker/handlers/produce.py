@@ -1,0 +1,90 @@
+"""Produce (0): validate each partition's batch, append, answer by acks.
+
+Batches stay opaque: the header and CRC are checked and offsets stamped by
+the log; records are never decoded here. acks=0 gets no response, acks=1 is
+answered once the batch is in the log, acks=all once it is fsynced.
+"""
+
+from __future__ import annotations
+
+import trio
+
+from kbroker import handlers
+from log.partition_log import ProducerStateError
+from wire import DecodeError
+from wire.errors import ErrorCode
+from wire.records import iter_batches
+from wire.schema import API_BY_NAME
+
+ProduceResponse = API_BY_NAME["Produce"].response_class
+TopicResult = ProduceResponse.TopicProduceResponse
+PartitionResult = TopicResult.PartitionProduceResponse
+
+_LEGACY_VERSIONS = range(0, 3)  # advertised for librdkafka, refused as Kafka 4 does
+
+
+@handlers.handles("Produce", 0, 12)
+async def handle(broker, context, request):
+    version = context.api_version
+    topics = []
+    durable_waits = []
+    for topic_data in request.topic_data:
+        topic = broker.image.topics.get(topic_data.name)
+        partitions = []
+        for data in topic_data.partition_data:
+            result = PartitionResult(index=data.index)
+            if version in _LEGACY_VERSIONS:
+                result.error_code = ErrorCode.UNSUPPORTED_VERSION
+            elif request.acks not in (-1, 0, 1):
+                result.error_code = ErrorCode.INVALID_REQUIRED_ACKS
+            elif topic is None or not 0 <= data.index < len(topic.partitions):
+                result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                partition = broker.partition(topic.name, data.index)
+                last_offset = _append(partition, data.records, result)
+                if last_offset is not None:
+                    durable_waits.append((partition, last_offset))
+            partitions.append(result)
+        topics.append(TopicResult(name=topic_data.name, partition_responses=partitions))
+
+    if request.acks == -1:
+        async with trio.open_nursery() as nursery:
+            for partition, last_offset in durable_waits:
+                nursery.start_soon(partition.wait_durable, last_offset)
+    else:
+        for partition, last_offset in durable_waits:
+            broker.flush_soon(partition, last_offset)
+    if request.acks == 0:
+        return None
+    return ProduceResponse(responses=topics)
+
+
+def _append(partition, records, result) -> int | None:
+    """Append one partition's batch; the last offset written, or None with the error set in ``result``."""
+    log = partition.log
+    if records is None:
+        result.error_code = ErrorCode.INVALID_RECORD
+        return None
+    try:
+        batches = list(iter_batches(records, verify_crc=True))
+    except DecodeError as error:
+        result.error_code = getattr(error, "error_code", ErrorCode.CORRUPT_MESSAGE)
+        result.error_message = str(error)
+        return None
+    if len(batches) != 1:
+        result.error_code = ErrorCode.INVALID_RECORD
+        result.error_message = "a produce request must carry exactly one record batch per partition"
+        return None
+    if len(records) > log.config.max_message_bytes:
+        result.error_code = ErrorCode.MESSAGE_TOO_LARGE
+        return None
+    try:
+        appended = log.append(bytearray(records), leader_epoch=partition.leader_epoch, validated=True)
+    except ProducerStateError as error:
+        result.error_code = error.error_code
+        result.error_message = str(error)
+        return None
+    result.base_offset = appended.first_offset
+    result.log_append_time_ms = appended.log_append_time
+    result.log_start_offset = log.log_start_offset
+    return appended.last_offset
