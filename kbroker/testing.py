@@ -19,6 +19,7 @@ import pytest
 import trio
 
 from kbroker.broker import Broker, BrokerSettings
+from kbroker.config import BrokerConfig
 
 _START_TIMEOUT_S = 30
 
@@ -36,12 +37,16 @@ class RunningBroker:
 
 
 @contextlib.contextmanager
-def running_broker(data_dir: str | None = None, *, host: str = "127.0.0.1", node_id: int = 1):
-    """Run a broker on a free port in a background thread until the block ends."""
+def running_broker(data_dir: str | None = None, *, host: str = "127.0.0.1", node_id: int = 1, settings: dict | None = None):
+    """Run a broker on a free port in a background thread until the block ends.
+
+    ``settings`` are broker settings by Kafka's names, e.g. ``{"auto.create.topics.enable": False}``.
+    """
     with contextlib.ExitStack() as stack:
         if data_dir is None:
             data_dir = stack.enter_context(tempfile.TemporaryDirectory(prefix="kbroker-"))
-        broker = Broker(BrokerSettings(node_id=node_id, host=host, port=0, data_dir=data_dir))
+        config = BrokerConfig.from_mapping(settings or {})
+        broker = Broker(BrokerSettings(node_id=node_id, host=host, port=0, data_dir=data_dir), config)
         started = threading.Event()
         state: dict = {}
 

@@ -1,6 +1,7 @@
 """Metadata (3): brokers, controller and topic partitions from the current image."""
 
 from kbroker import handlers
+from kbroker.topics import TopicError, TopicRequest, plan_topic, validate_topic_name
 from wire.errors import ErrorCode
 from wire.primitives import ZERO_UUID
 from wire.schema import API_BY_NAME
@@ -25,6 +26,24 @@ def _topic(topic) -> object:
     return Topic(name=topic.name, topic_id=topic.topic_id, is_internal=topic.is_internal, partitions=partitions)
 
 
+def _auto_create(broker, request) -> None:
+    """Create asked-for topics that do not exist, when both the client and auto.create.topics.enable allow it."""
+    if not (request.allow_auto_topic_creation and broker.config.auto_create_topics_enable):
+        return
+    plans = []
+    for wanted in request.topics:
+        if wanted.name is None or wanted.name in broker.image.topics or wanted.name.startswith("__"):
+            continue
+        request_for = TopicRequest(wanted.name, -1, -1, {}, {})
+        try:
+            plans.extend(plan_topic(broker.image, request_for, default_partitions=broker.config.num_partitions,
+                                    default_replication=broker.config.default_replication_factor, known_configs=set()))
+        except TopicError:
+            continue  # an invalid name is reported below as unknown, as Kafka does
+    if plans:
+        broker.commit(plans)
+
+
 @handlers.handles("Metadata", 0, 12)
 async def handle(broker, context, request):
     image = broker.image
@@ -32,11 +51,19 @@ async def handle(broker, context, request):
         # Null asks for every topic (v1+); so does an empty list in v0.
         topics = [_topic(topic) for topic in image.topics.values()]
     else:
+        _auto_create(broker, request)
+        image = broker.image
         topics = []
         for wanted in request.topics:
             topic = image.topics.get(wanted.name) if wanted.name is not None else image.topic_by_id(wanted.topic_id)
             if topic is None:
-                topics.append(Topic(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=wanted.name, topic_id=wanted.topic_id or ZERO_UUID))
+                code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                if wanted.name is not None:
+                    try:
+                        validate_topic_name(wanted.name)
+                    except TopicError as error:
+                        code = error.error_code
+                topics.append(Topic(error_code=code, name=wanted.name, topic_id=wanted.topic_id or ZERO_UUID))
             else:
                 topics.append(_topic(topic))
     return MetadataResponse(

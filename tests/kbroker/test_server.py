@@ -67,11 +67,16 @@ async def test_metadata_names_this_broker_and_unknown_topics(tmp_path):
     async with trio.open_nursery() as nursery:
         broker, host, port = await start(nursery, tmp_path)
         request = API_BY_NAME["Metadata"].request_class
-        body = request(topics=[request.MetadataRequestTopic(name="missing")])
+        body = request(topics=[request.MetadataRequestTopic(name="missing")], allow_auto_topic_creation=False)
         _, response = await roundtrip(port, encode_request(3, 12, 2, "test", body), 3, 12)
         assert [(b.node_id, b.host, b.port) for b in response.brokers] == [(1, host, port)]
         assert response.cluster_id == broker.cluster_id
         assert [(t.name, t.error_code) for t in response.topics] == [("missing", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]
+        # Allowed by the client and by auto.create.topics.enable (default true): created with num.partitions.
+        body = request(topics=[request.MetadataRequestTopic(name="missing")])
+        _, response = await roundtrip(port, encode_request(3, 12, 3, "test", body), 3, 12)
+        [topic] = response.topics
+        assert (topic.name, topic.error_code, len(topic.partitions)) == ("missing", ErrorCode.NONE, 1)
         nursery.cancel_scope.cancel()
 
 
