@@ -1,0 +1,55 @@
+"""A kbroker process on a free loopback port, for tests that kill and restart it."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class BrokerProcess:
+    def __init__(self, data_dir, port: int | None = None, *overrides: str) -> None:
+        self.data_dir = str(data_dir)
+        self.port = port or free_port()
+        self.overrides = overrides
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, timeout_s: float = 30) -> None:
+        settings = [f"listeners=PLAINTEXT://127.0.0.1:{self.port}", f"log.dirs={self.data_dir}", *self.overrides]
+        command = [sys.executable, "-m", "kbroker.cli", *(part for s in settings for part in ("--override", s))]
+        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        deadline = time.monotonic() + timeout_s
+        seen = []
+        while time.monotonic() < deadline:
+            line = self.process.stdout.readline()
+            if not line:
+                break
+            seen.append(line)
+            if "ready on" in line:
+                return
+        self.kill()
+        raise RuntimeError(f"kbroker did not start: {''.join(seen)}")
+
+    def kill(self) -> None:
+        """SIGKILL the process we started (and only it) and reap it."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(10)
+        self.process = None
+
+    def stop(self) -> int:
+        self.process.terminate()
+        code = self.process.wait(20)
+        self.process = None
+        return code
