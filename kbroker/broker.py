@@ -23,6 +23,7 @@ from kbroker.server import Server, ServerLimits
 from kbroker.topics import topic_log_config
 from log.checkpoint import kafka_uuid_string
 from log.manager import LogManager
+from log.segment import SegmentSettings
 
 logger = logging.getLogger("kbroker.broker")
 
@@ -80,8 +81,11 @@ class Broker:
         before = self.image
         self.image = self.metadata_log.commit(self.image, records)
         for name, topic in self.image.topics.items():
-            if name not in before.topics:
+            if before.topics.get(name) is not topic:  # new topics, and new partitions of existing ones
                 self._open_logs(topic)
+        for name, topic in self.image.topics.items():
+            if name in before.topics and before.topics[name].configs != topic.configs:
+                self.apply_topic_config(name)
         for name, topic in before.topics.items():
             if name not in self.image.topics:
                 for partition in topic.partitions:
@@ -99,6 +103,16 @@ class Broker:
     def flush_soon(self, partition: Partition, offset: int) -> None:
         """Make ``offset`` durable in the background (acks 0 and 1 do not wait for it)."""
         self._nursery.start_soon(partition.wait_durable, offset)
+
+    def apply_topic_config(self, name: str) -> None:
+        """Give the topic's open logs the settings its current configs make (after AlterConfigs)."""
+        topic = self.image.topics[name]
+        config = topic_log_config(self.log_defaults, topic.configs)
+        for partition in topic.partitions:
+            log = self.logs.logs.get((name, partition.partition))
+            if log is not None:
+                log.config = config
+                log.settings = SegmentSettings(config.index_interval_bytes, config.segment_index_bytes)
 
     def _open_logs(self, topic) -> None:
         config = topic_log_config(self.log_defaults, topic.configs)

@@ -120,3 +120,70 @@ def topic_log_config(base: LogConfig, configs: dict[str, str | None]) -> LogConf
 
 def removal_records(topic: TopicImage) -> list:
     return [records.RemoveTopicRecord(topic_id=topic.topic_id)]
+
+
+def plan_partitions(image: MetadataImage, name: str, count: int, assignments: list[list[int]] | None) -> list:
+    """The PartitionRecords that grow a topic to ``count`` partitions, or TopicError as Kafka's controller says."""
+    topic = image.topics.get(name)
+    if topic is None:
+        raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "")
+    current = len(topic.partitions)
+    if count == current:
+        raise TopicError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partition(s).")
+    if count < current:
+        raise TopicError(
+            ErrorCode.INVALID_PARTITIONS,
+            f"The topic {name} currently has {current} partition(s); {count} would not be an increase.",
+        )
+    additional = count - current
+    replication = len(topic.partitions[0].replicas)
+    broker_ids = sorted(broker.node_id for broker in image.brokers)
+    if assignments is not None:
+        if len(assignments) != additional:
+            raise TopicError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"Attempted to add {additional} additional partition(s), but only {len(assignments)} assignment(s) were specified.",
+            )
+        for replicas in assignments:
+            _check_manual_assignment(replicas, set(broker_ids), replication)
+    else:
+        if replication > len(broker_ids):
+            raise TopicError(
+                ErrorCode.INVALID_REPLICATION_FACTOR,
+                f"Unable to replicate the partition {replication} time(s): The target replication factor of "
+                f"{replication} cannot be reached because only {len(broker_ids)} broker(s) are registered.",
+            )
+        assignments = [
+            [broker_ids[(partition + r) % len(broker_ids)] for r in range(replication)] for partition in range(current, count)
+        ]
+    return [
+        records.PartitionRecord(
+            partition_id=current + i, topic_id=topic.topic_id, replicas=replicas, isr=replicas,
+            leader=replicas[0], leader_epoch=0, partition_epoch=0,
+        )
+        for i, replicas in enumerate(assignments)
+    ]
+
+
+def _check_manual_assignment(replicas: list[int], broker_ids: set[int], replication: int) -> None:
+    if not replicas:
+        raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment includes an empty replica list.")
+    previous = None
+    for broker_id in sorted(replicas):
+        if broker_id not in broker_ids:
+            raise TopicError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"The manual partition assignment includes broker {broker_id}, but no such broker is registered.",
+            )
+        if broker_id == previous:
+            raise TopicError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"The manual partition assignment includes the broker {broker_id} more than once.",
+            )
+        previous = broker_id
+    if len(replicas) != replication:
+        raise TopicError(
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+            f"The manual partition assignment includes a partition with {len(replicas)} replica(s), but this is "
+            f"not consistent with previous partitions, which have {replication} replica(s).",
+        )

@@ -1,0 +1,269 @@
+"""Admin APIs through stock admin clients (raw requests where no client exposes one)."""
+
+import uuid
+
+import confluent_kafka
+import pytest
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+from kafka import KafkaAdminClient
+from kafka import TopicPartition as KafkaTopicPartition
+
+from compat_tests.test_errors import call
+from kbroker.testing import running_broker
+from wire.errors import ErrorCode
+from wire.primitives import ZERO_UUID
+from wire.schema import API_BY_NAME
+
+
+@pytest.fixture(scope="module")
+def broker():
+    with running_broker(settings={"auto.create.topics.enable": False}) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def admin(broker):
+    return AdminClient({"bootstrap.servers": broker.bootstrap})
+
+
+@pytest.fixture(scope="module")
+def kafka_admin(broker):
+    client = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=10_000)
+    yield client
+    client.close()
+
+
+def create(admin, name, partitions=1, config=None):
+    admin.create_topics([NewTopic(name, partitions, config=config or {})])[name].result(timeout=10)
+
+
+def produce(bootstrap, topic, partition, count, **settings):
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, **settings})
+    for i in range(count):
+        producer.produce(topic, b"value-%d" % i, partition=partition)
+        producer.poll(0)
+    assert producer.flush(10) == 0
+
+
+def first_offset_read(bootstrap, topic, partition):
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4()}", "enable.auto.commit": False})
+    try:
+        consumer.assign([confluent_kafka.TopicPartition(topic, partition, confluent_kafka.OFFSET_BEGINNING)])
+        for _ in range(100):
+            message = consumer.poll(0.1)
+            if message is not None and message.error() is None:
+                return message.offset()
+        raise AssertionError("nothing consumed within 10 s")
+    finally:
+        consumer.close()
+
+
+def error_code_of(future):
+    with pytest.raises(confluent_kafka.KafkaException) as raised:
+        future.result(timeout=10)
+    return raised.value.args[0].code()
+
+
+# -- CreatePartitions ---------------------------------------------------------
+
+
+def test_create_partitions_grows_the_topic_and_its_new_partitions_take_records(broker, admin):
+    create(admin, "grow", 2)
+    admin.create_partitions([NewPartitions("grow", 4)])["grow"].result(timeout=10)
+    assert sorted(admin.list_topics("grow", timeout=10).topics["grow"].partitions) == [0, 1, 2, 3]
+    produce(broker.bootstrap, "grow", 3, 5)
+    assert first_offset_read(broker.bootstrap, "grow", 3) == 0
+
+
+def test_create_partitions_errors(broker, admin, kafka_admin):
+    create(admin, "grow-errors", 3)
+    assert error_code_of(admin.create_partitions([NewPartitions("grow-errors", 3)])["grow-errors"]) == ErrorCode.INVALID_PARTITIONS
+    assert error_code_of(admin.create_partitions([NewPartitions("grow-errors", 2)])["grow-errors"]) == ErrorCode.INVALID_PARTITIONS
+    assert error_code_of(admin.create_partitions([NewPartitions("no-such-topic", 5)])["no-such-topic"]) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    response = kafka_admin.create_partitions({"grow-errors": {"count": 5, "assignments": [[1], [2]]}}, raise_errors=False)
+    assert response.results[0].error_code == ErrorCode.INVALID_REPLICA_ASSIGNMENT
+    assert "no such broker" in response.results[0].error_message
+    response = kafka_admin.create_partitions({"grow-errors": {"count": 6, "assignments": [[1]]}}, raise_errors=False)
+    assert response.results[0].error_code == ErrorCode.INVALID_REPLICA_ASSIGNMENT
+    response = kafka_admin.create_partitions({"grow-errors": {"count": 5, "assignments": [[1], [1]]}}, raise_errors=False)
+    assert response.results[0].error_code == ErrorCode.NONE
+    assert len(admin.list_topics("grow-errors", timeout=10).topics["grow-errors"].partitions) == 5
+
+
+def test_create_partitions_validate_only_changes_nothing(admin):
+    create(admin, "grow-validate", 1)
+    admin.create_partitions([NewPartitions("grow-validate", 3)], validate_only=True)["grow-validate"].result(timeout=10)
+    assert len(admin.list_topics("grow-validate", timeout=10).topics["grow-validate"].partitions) == 1
+
+
+def test_new_partitions_survive_a_restart(tmp_path):
+    with running_broker(str(tmp_path)) as running:
+        admin = AdminClient({"bootstrap.servers": running.bootstrap})
+        create(admin, "grown", 1)
+        admin.create_partitions([NewPartitions("grown", 2)])["grown"].result(timeout=10)
+        produce(running.bootstrap, "grown", 1, 3)
+    with running_broker(str(tmp_path)) as running:
+        admin = AdminClient({"bootstrap.servers": running.bootstrap})
+        assert len(admin.list_topics("grown", timeout=10).topics["grown"].partitions) == 2
+        assert first_offset_read(running.bootstrap, "grown", 1) == 0
+
+
+# -- DeleteRecords ------------------------------------------------------------
+
+
+def test_delete_records_moves_the_earliest_offset(broker, admin):
+    create(admin, "trim", 1)
+    produce(broker.bootstrap, "trim", 0, 10)
+    [future] = admin.delete_records([confluent_kafka.TopicPartition("trim", 0, 4)]).values()
+    assert future.result(timeout=10).low_watermark == 4
+    partition = confluent_kafka.TopicPartition("trim", 0)
+    earliest = admin.list_offsets({partition: confluent_kafka.admin.OffsetSpec.earliest()})[partition].result(timeout=10)
+    assert earliest.offset == 4
+    assert first_offset_read(broker.bootstrap, "trim", 0) == 4
+
+
+def test_delete_records_errors_and_high_watermark(broker, admin, kafka_admin):
+    create(admin, "trim-errors", 1)
+    create(admin, "trim-compacted", 1, {"cleanup.policy": "compact"})
+    produce(broker.bootstrap, "trim-errors", 0, 3)
+    body = _delete_records_request({"trim-errors": [(0, 99)], "trim-compacted": [(0, 0)], "nope": [(0, 0)]})
+    results = {t.name: t.partitions[0] for t in call(broker.port, "DeleteRecords", 2, body).topics}
+    assert results["trim-errors"].error_code == ErrorCode.OFFSET_OUT_OF_RANGE
+    assert results["trim-compacted"].error_code == ErrorCode.POLICY_VIOLATION
+    assert results["nope"].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert results["nope"].low_watermark == -1
+    [result] = kafka_admin.delete_records({KafkaTopicPartition("trim-errors", 0): -1}).values()
+    assert result["low_watermark"] == 3
+
+
+def test_deleted_records_stay_deleted_after_a_restart(tmp_path):
+    with running_broker(str(tmp_path)) as running:
+        admin = AdminClient({"bootstrap.servers": running.bootstrap})
+        create(admin, "trimmed", 1)
+        produce(running.bootstrap, "trimmed", 0, 6)
+        [future] = admin.delete_records([confluent_kafka.TopicPartition("trimmed", 0, 5)]).values()
+        future.result(timeout=10)
+    with running_broker(str(tmp_path)) as running:
+        assert first_offset_read(running.bootstrap, "trimmed", 0) == 5
+
+
+def _delete_records_request(offsets):
+    request = API_BY_NAME["DeleteRecords"].request_class
+    topic = request.DeleteRecordsTopic
+    return request(timeout_ms=5000, topics=[
+        topic(name=name, partitions=[topic.DeleteRecordsPartition(partition_index=p, offset=o) for p, o in wanted])
+        for name, wanted in offsets.items()
+    ])
+
+
+# -- DescribeCluster, DescribeLogDirs, DescribeProducers ----------------------
+
+
+def test_describe_cluster(broker, admin, kafka_admin):
+    # librdkafka answers describe_cluster from Metadata; kafka-python sends DescribeCluster.
+    described = admin.describe_cluster().result(timeout=10)
+    assert described.cluster_id == broker.broker.cluster_id
+    assert described.controller.id == 1 and [node.port for node in described.nodes] == [broker.port]
+    plain = kafka_admin.describe_cluster()
+    assert plain["cluster_id"] == broker.broker.cluster_id and plain["controller_id"] == 1
+    assert [(b["broker_id"], b["port"]) for b in plain["brokers"]] == [(1, broker.port)]
+    assert set(plain["authorized_operations"]) == {
+        "CREATE", "ALTER", "DESCRIBE", "CLUSTER_ACTION", "DESCRIBE_CONFIGS", "ALTER_CONFIGS", "IDEMPOTENT_WRITE",
+    }
+    request = API_BY_NAME["DescribeCluster"].request_class
+    assert call(broker.port, "DescribeCluster", 1, request()).cluster_authorized_operations == -2147483648
+    assert call(broker.port, "DescribeCluster", 1, request(endpoint_type=2)).error_code == ErrorCode.MISMATCHED_ENDPOINT_TYPE
+
+
+def test_describe_log_dirs(broker, admin, kafka_admin):
+    create(admin, "sized", 2)
+    produce(broker.bootstrap, "sized", 1, 4)
+    [described] = kafka_admin.describe_log_dirs(topic_partitions={"sized": [0, 1]})
+    [log_dir] = described["log_dirs"]
+    assert log_dir["error_code"] == 0 and log_dir["usable_bytes"] > 0 and log_dir["total_bytes"] >= log_dir["usable_bytes"]
+    [topic] = log_dir["topics"]
+    sizes = {p["partition_index"]: p["partition_size"] for p in topic["partitions"]}
+    assert sizes[0] == 0 and sizes[1] == broker.broker.logs.logs[("sized", 1)].size_bytes > 0
+    assert all(p["offset_lag"] == 0 and not p["is_future_key"] for p in topic["partitions"])
+
+
+def test_describe_producers(broker, admin, kafka_admin):
+    create(admin, "idempotent", 1)
+    produce(broker.bootstrap, "idempotent", 0, 7, **{"enable.idempotence": True})
+    states = kafka_admin.describe_producers([KafkaTopicPartition("idempotent", 0)])
+    [producer] = states[KafkaTopicPartition("idempotent", 0)].active_producers
+    assert producer.producer_id >= 0 and producer.producer_epoch == 0 and producer.last_sequence == 6
+    assert producer.last_timestamp > 0 and producer.current_transaction_start_offset == -1
+    request = API_BY_NAME["DescribeProducers"].request_class
+    body = request(topics=[request.TopicRequest(name="nope", partition_indexes=[0])])
+    [partition] = call(broker.port, "DescribeProducers", 0, body).topics[0].partitions
+    assert partition.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+# -- DescribeTopicPartitions, GetTelemetrySubscriptions ------------------------
+
+
+def describe_topic_partitions(port, names, limit=2000, cursor=None):
+    request = API_BY_NAME["DescribeTopicPartitions"].request_class
+    body = request(topics=[request.TopicRequest(name=n) for n in names], response_partition_limit=limit,
+                   cursor=None if cursor is None else request.Cursor(topic_name=cursor[0], partition_index=cursor[1]))
+    return call(port, "DescribeTopicPartitions", 0, body)
+
+
+def test_describe_topic_partitions_pages_with_a_cursor(broker, admin, kafka_admin):
+    create(admin, "paged-a", 3)
+    create(admin, "paged-b", 2)
+    first = kafka_admin.describe_topic_partitions(["paged-b", "paged-a"], response_partition_limit=2)
+    assert [t["name"] for t in first["topics"]] == ["paged-a"]
+    assert [p["partition_index"] for p in first["topics"][0]["partitions"]] == [0, 1]
+    assert first["next_cursor"] == {"topic_name": "paged-a", "partition_index": 2}
+    second = describe_topic_partitions(broker.port, ["paged-a", "paged-b"], limit=2, cursor=("paged-a", 2))
+    assert [(t.name, [p.partition_index for p in t.partitions]) for t in second.topics] == [("paged-a", [2]), ("paged-b", [0])]
+    assert (second.next_cursor.topic_name, second.next_cursor.partition_index) == ("paged-b", 1)
+    partition = second.topics[0].partitions[0]
+    assert (partition.leader_id, partition.replica_nodes, partition.isr_nodes) == (1, [1], [1])
+    assert partition.eligible_leader_replicas == [] and partition.offline_replicas == []
+    assert second.topics[0].topic_id == broker.broker.image.topics["paged-a"].topic_id
+
+
+def test_describe_topic_partitions_errors(broker):
+    response = describe_topic_partitions(broker.port, ["nope", "bad name!"])
+    assert {t.name: t.error_code for t in response.topics} == {
+        "nope": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "bad name!": ErrorCode.INVALID_TOPIC_EXCEPTION,
+    }
+    response = describe_topic_partitions(broker.port, ["nope"], cursor=("other", 0))
+    assert response.topics[0].error_code == ErrorCode.INVALID_REQUEST
+
+
+def test_get_telemetry_subscriptions_asks_for_no_metrics(broker):
+    request = API_BY_NAME["GetTelemetrySubscriptions"].request_class
+    response = call(broker.port, "GetTelemetrySubscriptions", 0, request(client_instance_id=ZERO_UUID))
+    assert response.error_code == ErrorCode.NONE and response.client_instance_id != ZERO_UUID
+    assert response.requested_metrics == [] and response.push_interval_ms >= 60_000
+    known = uuid.uuid4()
+    assert call(broker.port, "GetTelemetrySubscriptions", 0, request(client_instance_id=known)).client_instance_id == known
+
+
+def test_clients_stay_quiet_about_telemetry(broker):
+    logs = []
+    producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap, "debug": "telemetry", "logger": _Collect(logs)})
+    producer.list_topics(timeout=10)
+    for _ in range(20):
+        producer.poll(0.1)
+        if any("GetSubscriptionsScheduled" in line for line in logs):
+            break
+    del producer
+    # librdkafka asked, was told no metrics, and waits a push interval before asking again.
+    assert any("GetSubscriptionsScheduled" in line and "metrics = 0" in line for line in logs), logs
+    assert not [line for line in logs if "PushTelemetry" in line or "error" in line.lower()]
+
+
+class _Collect:
+    def __init__(self, lines):
+        self.lines = lines
+
+    def log(self, level, message, *args):
+        self.lines.append(message % args if args else message)
+
+    def __getattr__(self, name):  # debug, info, warning, error ...
+        return lambda message, *args, **kwargs: self.lines.append(message % args if args else message)

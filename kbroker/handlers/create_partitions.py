@@ -1,0 +1,30 @@
+"""CreatePartitions (37): grow topics' partition counts with Kafka's checks; one metadata batch."""
+
+from kbroker import handlers
+from kbroker.topics import TopicError, plan_partitions
+from wire.errors import ErrorCode
+from wire.schema import API_BY_NAME
+
+CreatePartitionsResponse = API_BY_NAME["CreatePartitions"].response_class
+Result = CreatePartitionsResponse.CreatePartitionsTopicResult
+
+
+@handlers.handles("CreatePartitions", 0, 3)
+async def handle(broker, context, request):
+    names = [topic.name for topic in request.topics]
+    duplicates = sorted({name for name in names if names.count(name) > 1})
+    results = [Result(name=name, error_code=ErrorCode.INVALID_REQUEST, error_message="Duplicate topic name.") for name in duplicates]
+    plans = []
+    for topic in request.topics:
+        if topic.name in duplicates:
+            continue
+        assignments = None if topic.assignments is None else [list(a.broker_ids) for a in topic.assignments]
+        try:
+            plans.extend(plan_partitions(broker.image, topic.name, topic.count, assignments))
+        except TopicError as error:
+            results.append(Result(name=topic.name, error_code=error.error_code, error_message=str(error) or None))
+            continue
+        results.append(Result(name=topic.name))
+    if plans and not request.validate_only:
+        broker.commit(plans)
+    return CreatePartitionsResponse(results=results)

@@ -1,0 +1,43 @@
+"""DescribeConfigs (32): topic and broker configs with their sources, synonyms, types and docs."""
+
+from kbroker import handlers
+from kbroker.configs import BROKER_RESOURCE, ConfigsError, describe_broker, describe_topic
+from kbroker.metadata.image import TOPIC_RESOURCE
+from wire.errors import ErrorCode
+from wire.schema import API_BY_NAME
+
+DescribeConfigsResponse = API_BY_NAME["DescribeConfigs"].response_class
+Result = DescribeConfigsResponse.DescribeConfigsResult
+Entry = Result.DescribeConfigsResourceResult
+Synonym = Entry.DescribeConfigsSynonym
+
+
+@handlers.handles("DescribeConfigs", 1, 4)
+async def handle(broker, context, request):
+    results = []
+    for resource in request.resources:
+        keys = list(resource.configuration_keys) if resource.configuration_keys else None
+        try:
+            if resource.resource_type == TOPIC_RESOURCE:
+                entries = describe_topic(broker.config, broker.image, resource.resource_name, keys)
+            elif resource.resource_type == BROKER_RESOURCE:
+                entries = describe_broker(broker.config, broker.settings.node_id, resource.resource_name, keys)
+            else:
+                raise ConfigsError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type: {resource.resource_type}")
+        except ConfigsError as error:
+            results.append(Result(error_code=error.error_code, error_message=error.message, configs=[],
+                                  resource_type=resource.resource_type, resource_name=resource.resource_name))
+            continue
+        configs = [
+            Entry(
+                name=entry.name, value=entry.value, read_only=entry.read_only, config_source=entry.source,
+                is_sensitive=entry.sensitive, config_type=entry.config_type,
+                synonyms=[Synonym(name=s.name, value=s.value, source=s.source) for s in entry.synonyms]
+                if request.include_synonyms else [],
+                documentation=entry.documentation if request.include_documentation else None,
+            )
+            for entry in entries
+        ]
+        results.append(Result(error_code=ErrorCode.NONE, resource_type=resource.resource_type,
+                              resource_name=resource.resource_name, configs=configs))
+    return DescribeConfigsResponse(results=results)

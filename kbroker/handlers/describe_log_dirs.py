@@ -1,0 +1,40 @@
+"""DescribeLogDirs (35): the one log dir, each hosted partition's size, and the disk's space."""
+
+import os
+
+from kbroker import handlers
+from wire.errors import ErrorCode
+from wire.schema import API_BY_NAME
+
+DescribeLogDirsResponse = API_BY_NAME["DescribeLogDirs"].response_class
+DirResult = DescribeLogDirsResponse.DescribeLogDirsResult
+TopicResult = DirResult.DescribeLogDirsTopic
+PartitionResult = TopicResult.DescribeLogDirsPartition
+
+
+@handlers.handles("DescribeLogDirs", 1, 4)
+async def handle(broker, context, request):
+    logs = broker.logs.logs
+    if request.topics is None:
+        wanted = set(logs)
+    else:
+        wanted = {(topic.topic, index) for topic in request.topics for index in topic.partitions}
+    by_topic: dict[str, list] = {}
+    for (topic, index), log in sorted(logs.items()):
+        if (topic, index) in wanted:
+            # A leader's log is never behind itself: no lag, and no future (moving) replicas on one dir.
+            by_topic.setdefault(topic, []).append(
+                PartitionResult(partition_index=index, partition_size=log.size_bytes, offset_lag=0, is_future_key=False)
+            )
+    log_dir = os.path.abspath(broker.logs.log_dir)
+    try:
+        disk = os.statvfs(log_dir)
+    except OSError:
+        return DescribeLogDirsResponse(results=[DirResult(error_code=ErrorCode.KAFKA_STORAGE_ERROR, log_dir=log_dir, topics=[])])
+    result = DirResult(
+        log_dir=log_dir,
+        topics=[TopicResult(name=name, partitions=partitions) for name, partitions in by_topic.items()],
+        total_bytes=disk.f_blocks * disk.f_frsize,
+        usable_bytes=disk.f_bavail * disk.f_frsize,
+    )
+    return DescribeLogDirsResponse(results=[result])
