@@ -1,6 +1,7 @@
 """CreateTopics (19): Kafka's checks and codes; one metadata batch for all new topics."""
 
 from kbroker import handlers
+from kbroker.configs import ConfigsError, validate_topic_configs
 from kbroker.metadata import records
 from kbroker.topics import TopicError, TopicRequest, plan_topic
 from wire.errors import ErrorCode
@@ -25,6 +26,11 @@ async def handle(broker, context, request):
             {a.partition_index: list(a.broker_ids) for a in topic.assignments},
             {c.name: c.value for c in topic.configs},
         )
+        try:
+            validate_topic_configs({name: value for name, value in wanted.configs.items() if value is not None})
+        except ConfigsError as error:
+            results.append(Result(name=topic.name, error_code=error.error_code, error_message=str(error)))
+            continue
         try:
             plan = plan_topic(
                 broker.image, wanted, default_partitions=broker.config.num_partitions,

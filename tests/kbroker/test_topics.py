@@ -57,6 +57,7 @@ def test_errors_clients_rely_on(kbroker):
         admin.NewTopic("too-many-replicas", 1, replication_factor=3),
         admin.NewTopic("bad-config", 1, config={"retention.ms": "soon"}),
         admin.NewTopic("unknown-config", 1, config={"no.such.config": "1"}),
+        admin.NewTopic("bad-codec", 1, config={"compression.type": "brotli"}),
     ) == {
         "taken": "TOPIC_ALREADY_EXISTS",
         "bad/name": "INVALID_TOPIC_EXCEPTION",
@@ -65,6 +66,7 @@ def test_errors_clients_rely_on(kbroker):
         "too-many-replicas": "INVALID_REPLICATION_FACTOR",
         "bad-config": "INVALID_CONFIG",
         "unknown-config": "INVALID_CONFIG",
+        "bad-codec": "INVALID_CONFIG",
     }
     assert create(client, admin.NewTopic("dry-run", 2), validate_only=True) == {"dry-run": "ok"}
     assert "dry-run" not in client.list_topics(timeout=10).topics
