@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import trio
 
-from kbroker.handlers import HANDLERS
+from kbroker.handlers import HANDLERS, Deferred
 from kbroker.handlers.api_versions import api_versions_response
 from wire import DecodeError
 from wire.errors import ErrorCode
@@ -45,6 +45,7 @@ class ServerLimits:
     max_frame_bytes: int = 100 * 1024 * 1024  # socket.request.max.bytes
     idle_ms: int = 600_000  # connections.max.idle.ms
     max_connections: int = 10_000  # max.connections
+    max_in_flight_per_connection: int = 16  # handled but not yet answered requests on one connection
 
 
 class Server:
@@ -68,15 +69,28 @@ class Server:
             peer = stream.socket.getpeername()[0]
             stream.socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             await self._serve_connection(stream, peer)
-        except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
+        except* (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
             pass
-        except DecodeError as error:
-            logger.info("closing connection from %s: %s", peer, error)
+        except* DecodeError as errors:
+            logger.info("closing connection from %s: %s", peer, errors.exceptions[0])
         finally:
             self.connections -= 1
             await stream.aclose()
 
     async def _serve_connection(self, stream: trio.SocketStream, peer: str) -> None:
+        """Handle requests one after another; answers leave in order from a writer task.
+
+        A handler may return a :class:`Deferred` answer (acks=all produce
+        waiting for its fsync): the next requests are handled meanwhile, up to
+        ``max_in_flight_per_connection`` unanswered ones.
+        """
+        outbox_send, outbox_receive = trio.open_memory_channel(self.limits.max_in_flight_per_connection)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_write_in_order, stream, outbox_receive)
+            async with outbox_send:
+                await self._read_requests(stream, peer, outbox_send, nursery)
+
+    async def _read_requests(self, stream, peer: str, outbox, nursery) -> None:
         decoder = FrameDecoder(self.limits.max_frame_bytes)
         idle_seconds = self.limits.idle_ms / 1000
         while True:
@@ -90,9 +104,11 @@ class Server:
                     continue
                 logger.debug("closing idle connection from %s", peer)
                 return
-            response = await self._handle(frame, peer)
-            if response is not None:
-                await send_response(stream, response)
+            answer = await self._handle(frame, peer)
+            if answer is not None:
+                await outbox.send(answer)
+                if not answer.done.is_set():
+                    nursery.start_soon(answer.complete)
 
     async def _handle(self, frame: bytes, peer: str):
         """The response frame for one request frame, or None when there is none to send."""
@@ -104,14 +120,47 @@ class Server:
         if handler is None or not handler.supports(header.api_version):
             if header.api_key == _API_VERSIONS_KEY:
                 # KIP-511: answer in v0 with our versions, so the client can pick one.
-                return encode_response(_API_VERSIONS_KEY, 0, header.correlation_id, api_versions_response(ErrorCode.UNSUPPORTED_VERSION))
+                answer = _Answer(RequestHeader(_API_VERSIONS_KEY, 0, header.correlation_id, header.client_id))
+                answer.finish(api_versions_response(ErrorCode.UNSUPPORTED_VERSION))
+                return answer
             raise DecodeError(f"api key {header.api_key} v{header.api_version} is not supported")
         request = handler.api.decode_request(header.api_version, memoryview(frame)[body_start:], exact=False)
         context = RequestContext(header, peer)
         response = await handler.handle(self.broker, context, request)
         if response is None:
             return None
-        return encode_response(header.api_key, header.api_version, header.correlation_id, response)
+        answer = _Answer(header)
+        if isinstance(response, Deferred):
+            answer.deferred = response
+        else:
+            answer.finish(response)
+        return answer
+
+
+class _Answer:
+    """One request's place in its connection's response order."""
+
+    def __init__(self, header: RequestHeader) -> None:
+        self.header = header
+        self.frame = None
+        self.deferred: Deferred | None = None
+        self.done = trio.Event()
+
+    def finish(self, response) -> None:
+        header = self.header
+        self.frame = encode_response(header.api_key, header.api_version, header.correlation_id, response)
+        self.done.set()
+
+    async def complete(self) -> None:
+        await self.deferred.ready()
+        self.finish(self.deferred.response)
+
+
+async def _write_in_order(stream: trio.SocketStream, outbox) -> None:
+    async with outbox:
+        async for answer in outbox:
+            await answer.done.wait()
+            await send_response(stream, answer.frame)
 
 
 async def send_response(stream: trio.SocketStream, frame) -> None:

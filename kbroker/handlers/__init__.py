@@ -24,6 +24,19 @@ class Handler:
         return self.min_version <= version <= self.max_version
 
 
+@dataclass
+class Deferred:
+    """A response to send only once ``ready()`` (a coroutine function) has returned.
+
+    The connection goes on reading and handling the requests behind it
+    meanwhile, and responses still leave in request order: produce requests
+    waiting for their fsync share one instead of taking turns.
+    """
+
+    response: object
+    ready: object  # async () -> None
+
+
 HANDLERS: dict[int, Handler] = {}
 
 

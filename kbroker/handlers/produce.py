@@ -47,16 +47,18 @@ async def handle(broker, context, request):
             partitions.append(result)
         topics.append(TopicResult(name=topic_data.name, partition_responses=partitions))
 
-    if request.acks == -1:
-        async with trio.open_nursery() as nursery:
-            for partition, last_offset in durable_waits:
-                nursery.start_soon(partition.wait_durable, last_offset)
-    else:
-        for partition, last_offset in durable_waits:
-            broker.flush_soon(partition, last_offset)
-    if request.acks == 0:
-        return None
-    return ProduceResponse(responses=topics)
+    response = ProduceResponse(responses=topics)
+    if request.acks == -1 and durable_waits:
+
+        async def durable():
+            async with trio.open_nursery() as nursery:
+                for partition, last_offset in durable_waits:
+                    nursery.start_soon(partition.wait_durable, last_offset)
+
+        return handlers.Deferred(response, durable)
+    for partition, last_offset in durable_waits:
+        broker.flush_soon(partition, last_offset)
+    return None if request.acks == 0 else response
 
 
 def _append(partition, records, result) -> int | None:
