@@ -18,7 +18,7 @@ from kbroker.config import BrokerConfig
 from kbroker.metadata.image import BrokerEndpoint, MetadataImage
 from kbroker.metadata.metadata_log import MetadataLog
 from kbroker.replica import Partition
-from kbroker.handlers.init_producer_id import ProducerIdBlock
+from kbroker.producer_ids import ProducerIdBlock
 from kbroker.server import Server, ServerLimits
 from kbroker.topics import topic_log_config
 from log.checkpoint import kafka_uuid_string

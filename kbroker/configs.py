@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from kbroker.config import BrokerConfig, Source
 from kbroker.config_definitions import SETTINGS, SETTINGS_BY_NAME, TOPIC_CONFIG_SYNONYMS
 from kbroker.metadata import records
-from kbroker.metadata.image import TOPIC_RESOURCE, MetadataImage
+from kbroker.metadata.image import TOPIC_RESOURCE, MetadataImage, apply_record
 from kbroker.topics import TopicError, check_topic_configs, validate_topic_name
 from wire.errors import ErrorCode
 
@@ -257,3 +257,28 @@ def _normalized(setting, text: str) -> str:
         return setting.format(setting.parse(text))
     except ValueError:
         return text
+
+
+def alter_resources(broker, resources, plan_for, result_class, validate_only: bool) -> list:
+    """Plan each resource's change with ``plan_for(image, resource)``, commit all together.
+
+    Each plan sees the changes planned before it, so one request can name a
+    topic twice; a resource that fails gets its error and changes nothing.
+    """
+    results, plans = [], []
+    image = broker.image
+    for resource in resources:
+        try:
+            plan = plan_for(image, resource)
+        except ConfigsError as error:
+            results.append(result_class(error_code=error.error_code, error_message=error.message,
+                                        resource_type=resource.resource_type, resource_name=resource.resource_name))
+            continue
+        results.append(result_class(error_code=ErrorCode.NONE, resource_type=resource.resource_type,
+                                    resource_name=resource.resource_name))
+        plans.extend(plan)
+        for record in plan:
+            image = apply_record(image, record)
+    if plans and not validate_only:
+        broker.commit(plans)
+    return results
