@@ -267,3 +267,24 @@ class _Collect:
 
     def __getattr__(self, name):  # debug, info, warning, error ...
         return lambda message, *args, **kwargs: self.lines.append(message % args if args else message)
+
+
+@pytest.mark.parametrize("version", [0, 3, 4, 6])
+def test_find_coordinator_names_this_broker_for_groups(broker, version):
+    request = API_BY_NAME["FindCoordinator"].request_class
+    if version < 4:
+        response = call(broker.port, "FindCoordinator", version, request(key="a-group"))
+        found = [(response.error_code, response.node_id, response.port)]
+    else:
+        response = call(broker.port, "FindCoordinator", version, request(coordinator_keys=["g1", "g2"]))
+        assert [c.key for c in response.coordinators] == ["g1", "g2"]
+        found = [(c.error_code, c.node_id, c.port) for c in response.coordinators]
+    assert set(found) == {(ErrorCode.NONE, 1, broker.port)}
+
+
+def test_find_coordinator_errors(broker):
+    request = API_BY_NAME["FindCoordinator"].request_class
+    response = call(broker.port, "FindCoordinator", 4, request(key_type=1, coordinator_keys=["txn"]))
+    assert response.coordinators[0].error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
+    assert call(broker.port, "FindCoordinator", 3, request(key_type=7, key="x")).error_code == ErrorCode.INVALID_REQUEST
+    assert call(broker.port, "FindCoordinator", 2, request(key="")).error_code == ErrorCode.INVALID_REQUEST

@@ -1,0 +1,48 @@
+"""FindCoordinator (10): which broker coordinates a consumer group or a transactional id.
+
+On a single node that is always this broker, for groups. Transaction
+coordinators are refused with COORDINATOR_NOT_AVAILABLE until transactions
+exist. Besides group clients, librdkafka needs this API advertised before it
+will compress with lz4 (it takes FindCoordinator v0 as the sign of a broker
+that understands lz4).
+"""
+
+from __future__ import annotations
+
+from kbroker import handlers
+from wire.errors import ErrorCode
+from wire.schema import API_BY_NAME
+
+FindCoordinatorResponse = API_BY_NAME["FindCoordinator"].response_class
+Coordinator = FindCoordinatorResponse.Coordinator
+
+GROUP, TRANSACTION = 0, 1
+_BATCHED_FROM = 4  # v4+ asks for many keys at once (KIP-699)
+
+
+@handlers.handles("FindCoordinator", 0, 6)
+async def handle(broker, context, request):
+    keys = request.coordinator_keys if context.api_version >= _BATCHED_FROM else [request.key]
+    found = [_find(broker, request.key_type, key) for key in keys]
+    if context.api_version >= _BATCHED_FROM:
+        return FindCoordinatorResponse(coordinators=found)
+    [one] = found
+    return FindCoordinatorResponse(error_code=one.error_code, error_message=one.error_message, node_id=one.node_id, host=one.host, port=one.port)
+
+
+def _find(broker, key_type: int, key: str) -> Coordinator:
+    if key_type not in (GROUP, TRANSACTION):
+        return _refused(key, ErrorCode.INVALID_REQUEST, f"Unknown coordinator type {key_type}")
+    if not key:
+        return _refused(key, ErrorCode.INVALID_REQUEST, "The coordinator key must not be empty")
+    if key_type == TRANSACTION:
+        return _refused(key, ErrorCode.COORDINATOR_NOT_AVAILABLE, "This broker does not coordinate transactions yet")
+    node_id = broker.settings.node_id
+    endpoint = next((b for b in broker.image.brokers if b.node_id == node_id), None)
+    if endpoint is None:
+        return _refused(key, ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not registered yet")
+    return Coordinator(key=key, node_id=node_id, host=endpoint.host, port=endpoint.port)
+
+
+def _refused(key: str, code: int, message: str) -> Coordinator:
+    return Coordinator(key=key, node_id=-1, host="", port=-1, error_code=code, error_message=message)
