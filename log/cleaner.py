@@ -83,6 +83,7 @@ from wire.records import (
     control_record_type,
     decode_records,
     iter_batches,
+    rebuild_batch,
 )
 
 if TYPE_CHECKING:
@@ -502,20 +503,11 @@ def _rebuild(header: BatchHeader, kept: list, delete_horizon_ms: int | None) -> 
     for record, timestamp in zip(kept, timestamps):
         record.timestamp_delta = timestamp - base_timestamp
     log_append_time = header.timestamp_type == LOG_APPEND_TIME
-    return build_batch(
+    return rebuild_batch(
+        header,
         kept,
-        base_offset=header.base_offset,
-        compression=header.compression,
-        producer_id=header.producer_id,
-        producer_epoch=header.producer_epoch,
-        base_sequence=header.base_sequence,
-        transactional=header.is_transactional,
-        control=header.is_control,
-        timestamp_type=header.timestamp_type,
-        partition_leader_epoch=header.partition_leader_epoch,
         base_timestamp=base_timestamp,
         max_timestamp=header.max_timestamp if log_append_time else max(timestamps),
-        last_offset_delta=header.last_offset_delta,
         delete_horizon=header.has_delete_horizon or delete_horizon_ms is not None,
     )
 

@@ -23,6 +23,7 @@ class LogConfig:
     max_compaction_lag_ms: int = _NEVER
     min_cleanable_dirty_ratio: float = 0.5
     message_timestamp_type: str = "CreateTime"  # or "LogAppendTime"
+    compression_type: str = "producer"  # or a codec the broker recompresses batches to
     file_delete_delay_ms: int = 60000
     max_message_bytes: int = 1024 * 1024 + 12
 

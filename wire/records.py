@@ -55,6 +55,8 @@ __all__ = [
     "decode_records",
     "encode_record",
     "build_batch",
+    "rebuild_batch",
+    "recompress_batch",
     "build_control_batch",
     "control_record_type",
     "end_txn_marker_coordinator_epoch",
@@ -486,6 +488,40 @@ def build_batch(
     )
     _UINT32.pack_into(out, _CRC_OFFSET, crc32c(memoryview(out)[_ATTRIBUTES_OFFSET:]))
     return bytes(out)
+
+
+def rebuild_batch(header: BatchHeader, records: Sequence[Record], **changes) -> bytes:
+    """A batch of ``records`` carrying ``header``'s fields, except those ``changes`` names.
+
+    ``changes`` are :func:`build_batch` keywords, e.g. ``compression=GZIP``.
+    """
+    fields = dict(
+        base_offset=header.base_offset,
+        compression=header.compression,
+        producer_id=header.producer_id,
+        producer_epoch=header.producer_epoch,
+        base_sequence=header.base_sequence,
+        transactional=header.is_transactional,
+        control=header.is_control,
+        timestamp_type=header.timestamp_type,
+        partition_leader_epoch=header.partition_leader_epoch,
+        base_timestamp=header.base_timestamp,
+        max_timestamp=header.max_timestamp,
+        last_offset_delta=header.last_offset_delta,
+        delete_horizon=header.has_delete_horizon,
+    )
+    return build_batch(records, **(fields | changes))
+
+
+def recompress_batch(buf, codec: int, level: int | None = None, pos: int = 0) -> bytes:
+    """The batch at ``pos`` rewritten with its records compressed by ``codec``.
+
+    For a topic whose ``compression.type`` names a codec: offsets, timestamps,
+    producer id, epoch, sequence and the transactional flag carry over, only
+    the compression (and so the CRC) changes.
+    """
+    header, records = decode_records(buf, pos)
+    return rebuild_batch(header, records, compression=codec, compression_level=level)
 
 
 class ControlRecordType(enum.IntEnum):

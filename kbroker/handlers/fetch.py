@@ -29,7 +29,7 @@ AbortedTransaction = PartitionResult.AbortedTransaction
 READ_COMMITTED = 1
 
 
-@handlers.handles("Fetch", 4, 16)
+@handlers.handles("Fetch", 4, 17)
 async def handle(broker, context, request):
     deadline = time.monotonic() + max(0, request.max_wait_ms) / 1000
     while True:

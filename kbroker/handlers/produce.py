@@ -3,6 +3,10 @@
 Batches stay opaque: the header and CRC are checked and offsets stamped by
 the log; records are never decoded here. acks=0 gets no response, acks=1 is
 answered once the batch is in the log, acks=all once it is fsynced.
+
+The one exception to opaqueness is a topic whose ``compression.type`` names a
+codec: a batch compressed otherwise is decoded and rebuilt with that codec,
+as Kafka does, before it is appended.
 """
 
 from __future__ import annotations
@@ -13,7 +17,8 @@ from kbroker import handlers
 from log.partition_log import ProducerStateError
 from wire import DecodeError
 from wire.errors import ErrorCode
-from wire.records import iter_batches
+from wire.compression import CODEC_NAMES, ZSTD
+from wire.records import iter_batches, recompress_batch
 from wire.schema import API_BY_NAME
 
 ProduceResponse = API_BY_NAME["Produce"].response_class
@@ -21,6 +26,7 @@ TopicResult = ProduceResponse.TopicProduceResponse
 PartitionResult = TopicResult.PartitionProduceResponse
 
 _LEGACY_VERSIONS = range(0, 3)  # advertised for librdkafka, refused as Kafka 4 does
+_CODECS = {name: codec for codec, name in CODEC_NAMES.items()} | {"uncompressed": 0}
 
 
 @handlers.handles("Produce", 0, 12)
@@ -41,7 +47,7 @@ async def handle(broker, context, request):
                 result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 partition = broker.partition(topic.name, data.index)
-                last_offset = _append(partition, data.records, result)
+                last_offset = _append(partition, data.records, result, version)
                 if last_offset is not None:
                     durable_waits.append((partition, last_offset))
             partitions.append(result)
@@ -61,7 +67,7 @@ async def handle(broker, context, request):
     return None if request.acks == 0 else response
 
 
-def _append(partition, records, result) -> int | None:
+def _append(partition, records, result, version: int) -> int | None:
     """Append one partition's batch; the last offset written, or None with the error set in ``result``."""
     log = partition.log
     if records is None:
@@ -70,9 +76,7 @@ def _append(partition, records, result) -> int | None:
     try:
         batches = list(iter_batches(records, verify_crc=True))
     except DecodeError as error:
-        result.error_code = getattr(error, "error_code", ErrorCode.CORRUPT_MESSAGE)
-        result.error_message = str(error)
-        return None
+        return _refuse(result, error)
     if len(batches) != 1:
         result.error_code = ErrorCode.INVALID_RECORD
         result.error_message = "a produce request must carry exactly one record batch per partition"
@@ -80,6 +84,18 @@ def _append(partition, records, result) -> int | None:
     if len(records) > log.config.max_message_bytes:
         result.error_code = ErrorCode.MESSAGE_TOO_LARGE
         return None
+    if batches[0][1].compression == ZSTD and version < 7:  # zstd came with Produce v7 (KIP-110)
+        result.error_code = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+        return None
+    codec = _CODECS.get(log.config.compression_type)
+    if codec is not None and batches[0][1].compression != codec:
+        try:
+            records = recompress_batch(records, codec)
+        except DecodeError as error:
+            return _refuse(result, error)
+        if len(records) > log.config.max_message_bytes:  # Kafka checks the rebuilt batch as well
+            result.error_code = ErrorCode.MESSAGE_TOO_LARGE
+            return None
     try:
         appended = log.append(bytearray(records), leader_epoch=partition.leader_epoch, validated=True)
     except ProducerStateError as error:
@@ -90,3 +106,8 @@ def _append(partition, records, result) -> int | None:
     result.log_append_time_ms = appended.log_append_time
     result.log_start_offset = log.log_start_offset
     return appended.last_offset
+
+
+def _refuse(result, error: DecodeError) -> None:
+    result.error_code = getattr(error, "error_code", ErrorCode.CORRUPT_MESSAGE)
+    result.error_message = str(error)

@@ -26,6 +26,7 @@ from wire.records import (
     is_legacy_message_set,
     iter_batches,
     read_magic,
+    recompress_batch,
     stamp_base_offset,
     stamp_log_append_time,
     stamp_partition_leader_epoch,
@@ -530,3 +531,18 @@ def test_control_record_parsing_errors():
             end_txn_marker_coordinator_epoch(bad_value)
     with pytest.raises(ValueError):
         build_control_batch(ControlRecordType.LEADER_CHANGE, 1, 0, 0, 0)
+
+
+@pytest.mark.parametrize("source", CODECS)
+@pytest.mark.parametrize("target", CODECS)
+def test_recompress_keeps_everything_but_the_codec(source, target):
+    original = build_batch(
+        sample_records(), base_offset=7, compression=source, producer_id=42, producer_epoch=3, base_sequence=100,
+        transactional=True, partition_leader_epoch=5, base_timestamp=1_000, timestamp_type=LOG_APPEND_TIME, max_timestamp=2_000,
+    )
+    rebuilt = recompress_batch(original, target)
+    before, after = validate_batch(original), validate_batch(rebuilt)
+    assert after.compression == target
+    assert after._replace(attributes=0, crc=0, batch_length=0) == before._replace(attributes=0, crc=0, batch_length=0)
+    assert after.attributes & ~0x07 == before.attributes & ~0x07
+    assert decode_records(rebuilt)[1] == decode_records(original)[1]
