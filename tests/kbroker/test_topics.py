@@ -1,11 +1,15 @@
 """Creating and deleting topics with stock admin clients; the metadata survives a restart."""
 
+import uuid
+
 import confluent_kafka
 import confluent_kafka.admin as admin
 import pytest
 
+from compat_tests.test_errors import call
 from kbroker.testing import running_broker
 from wire.errors import ErrorCode
+from wire.schema import API_BY_NAME
 
 
 def create(client, *topics, validate_only=False):
@@ -18,8 +22,6 @@ def create(client, *topics, validate_only=False):
         except confluent_kafka.KafkaException as error:
             outcomes[name] = ErrorCode(error.args[0].code()).name  # Kafka's names, not librdkafka's
     return outcomes
-
-
 
 
 def test_create_describe_delete_and_restart(tmp_path):
@@ -87,3 +89,36 @@ def test_kafka_python_admin_creates_and_lists(kbroker):
         assert "from-kafka-python" not in client.list_topics()
     finally:
         client.close()
+
+
+def test_explicit_replica_assignments(kbroker):
+    import kafka.admin
+
+    client = kafka.admin.KafkaAdminClient(bootstrap_servers=kbroker.bootstrap)
+    try:
+        def placed(name, assignments):
+            topic = kafka.admin.NewTopic(name, num_partitions=-1, replication_factor=-1, replica_assignments=assignments)
+            [result] = client.create_topics([topic], raise_errors=False)["topics"]
+            return ErrorCode(result["error_code"]).name
+
+        assert placed("placed", {0: [1], 1: [1], 2: [1]}) == "NONE"
+        assert placed("unknown-broker", {0: [2]}) == "INVALID_REPLICA_ASSIGNMENT"
+        assert placed("repeated-broker", {0: [1, 1]}) == "INVALID_REPLICA_ASSIGNMENT"
+        assert placed("gap", {0: [1], 2: [1]}) == "INVALID_REPLICA_ASSIGNMENT"
+    finally:
+        client.close()
+    assert len(kbroker.broker.image.topics["placed"].partitions) == 3
+
+
+def test_delete_topics_by_id(kbroker):
+    client = admin.AdminClient({"bootstrap.servers": kbroker.bootstrap})
+    assert create(client, admin.NewTopic("doomed")) == {"doomed": "ok"}
+    topic_id = kbroker.broker.image.topics["doomed"].topic_id
+    request = API_BY_NAME["DeleteTopics"].request_class
+    state = request.DeleteTopicState
+    unknown_id = uuid.UUID(int=7)
+    response = call(kbroker.port, "DeleteTopics", 6, request(topics=[state(name=None, topic_id=topic_id), state(name=None, topic_id=unknown_id)], timeout_ms=5000))
+    by_id = {r.topic_id: r for r in response.responses}
+    assert (by_id[topic_id].name, by_id[topic_id].error_code) == ("doomed", ErrorCode.NONE)
+    assert by_id[unknown_id].error_code == ErrorCode.UNKNOWN_TOPIC_ID
+    assert "doomed" not in client.list_topics(timeout=10).topics
