@@ -55,6 +55,7 @@ def settings_from_config(config: BrokerConfig) -> BrokerSettings:
             max_frame_bytes=config.socket_request_max_bytes,
             idle_ms=config.connections_max_idle_ms,
             max_connections=config.max_connections,
+            max_in_flight_per_connection=config.get("queued.max.requests"),
         ),
     )
 
