@@ -86,6 +86,11 @@ def describe_topic(config: BrokerConfig, image: MetadataImage, name: str, keys: 
     topic = image.topics.get(name)
     if topic is None:
         raise ConfigsError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    return topic_entries(config, topic.configs, keys)
+
+
+def topic_entries(config: BrokerConfig, overrides: dict[str, str], keys: list[str] | None = None) -> list[ConfigEntry]:
+    """The configs of a topic with these overrides (or those named in ``keys``): values, sources, synonyms."""
     entries = []
     for config_name in sorted(TOPIC_CONFIG_SYNONYMS):
         if keys and config_name not in keys:
@@ -93,8 +98,8 @@ def describe_topic(config: BrokerConfig, image: MetadataImage, name: str, keys: 
         setting = topic_setting(config_name)
         synonyms = [_broker_synonym(config, synonym) for synonym, _ in TOPIC_CONFIG_SYNONYMS[config_name]]
         synonyms = [synonym for synonym in synonyms if synonym is not None]
-        if config_name in topic.configs:
-            value = _normalized(setting, topic.configs[config_name])
+        if config_name in overrides:
+            value = _normalized(setting, overrides[config_name])
             synonyms.insert(0, Synonym(config_name, value, DYNAMIC_TOPIC_CONFIG))
         else:
             value = setting.format(config.log_config_defaults()[config_name])

@@ -1,7 +1,7 @@
 """CreateTopics (19): Kafka's checks and codes; one metadata batch for all new topics."""
 
 from kbroker import handlers
-from kbroker.configs import ConfigsError, validate_topic_configs
+from kbroker.configs import ConfigsError, topic_entries, validate_topic_configs
 from kbroker.metadata import records
 from kbroker.topics import TopicError, TopicRequest, plan_topic
 from wire.errors import ErrorCode
@@ -9,6 +9,8 @@ from wire.schema import API_BY_NAME
 
 CreateTopicsResponse = API_BY_NAME["CreateTopics"].response_class
 Result = CreateTopicsResponse.CreatableTopicResult
+TopicConfig = Result.CreatableTopicConfigs
+_CONFIGS_FROM = 5  # v5+ answers with the new topic's configs (KIP-525)
 
 
 @handlers.handles("CreateTopics", 2, 7)
@@ -40,9 +42,13 @@ async def handle(broker, context, request):
             results.append(Result(name=topic.name, error_code=error.error_code, error_message=str(error)))
             continue
         partitions = [record for record in plan if isinstance(record, records.PartitionRecord)]
-        results.append(
-            Result(name=topic.name, topic_id=plan[0].topic_id, num_partitions=len(partitions), replication_factor=len(partitions[0].replicas))
-        )
+        configs = None
+        if context.api_version >= _CONFIGS_FROM:
+            overrides = {name: value for name, value in wanted.configs.items() if value is not None}
+            configs = [TopicConfig(name=e.name, value=e.value, read_only=e.read_only, config_source=e.source, is_sensitive=e.sensitive)
+                       for e in topic_entries(broker.config, overrides)]
+        results.append(Result(name=topic.name, topic_id=plan[0].topic_id, num_partitions=len(partitions),
+                              replication_factor=len(partitions[0].replicas), configs=configs))
         plans.extend(plan)
     if plans and not request.validate_only:
         broker.commit(plans)
