@@ -1,11 +1,17 @@
-"""Kafka's own Java client (kafka-clients 4.3.0) against a live broker, through compat_tests/java/KafkaCompat.java."""
+"""Kafka's own Java client (kafka-clients 4.3.0) against a live broker, through compat_tests/java/KafkaCompat.java.
 
+Each test's docstring is its line in the table of compat_tests/README.md (`python -m compat_tests.java_table`).
+"""
+
+import struct
 import time
+from dataclasses import dataclass
 
 import confluent_kafka
 import confluent_kafka.admin as admin
 import pytest
 
+from compat_tests import java_table
 from compat_tests.java_harness import java_harness  # noqa: F401  (the session fixture)
 from kbroker.testing import running_broker
 from wire.murmur2 import default_partition
@@ -13,6 +19,18 @@ from wire.murmur2 import default_partition
 PARTITIONS = 3
 COUNT = 10_000
 CODECS = ("gzip", "snappy", "lz4", "zstd")
+ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
+DYNAMIC = "DYNAMIC_TOPIC_CONFIG"
+DEFAULT = "DEFAULT_CONFIG"
+
+# Explicit timestamps lie in the past, so no limit on future timestamps applies to them.
+BASE_MS = 1_700_000_000_000
+TIMED_PER_PARTITION = 30
+# Before everything, exact, between two records, at and just after a repeated timestamp,
+# reaching the out-of-order maximum, past the end of partition 1, past everything.
+TIMED_TARGETS = (BASE_MS - 1, BASE_MS + 5_000, BASE_MS + 5_001, BASE_MS + 10_500, BASE_MS + 10_501,
+                 BASE_MS + 25_000, BASE_MS + 50_000, BASE_MS + 200_000)
+OFFSET_SPECS = ("earliest", "latest", "max", *map(str, TIMED_TARGETS))
 
 
 @pytest.fixture(scope="module")
@@ -21,9 +39,9 @@ def broker():
         yield running
 
 
-def create_topic(bootstrap, name, partitions=PARTITIONS):
+def create_topic(bootstrap, name, partitions=PARTITIONS, config=None):
     client = admin.AdminClient({"bootstrap.servers": bootstrap})
-    client.create_topics([admin.NewTopic(name, partitions)])[name].result(timeout=10)
+    client.create_topics([admin.NewTopic(name, partitions, config=config or {})])[name].result(timeout=10)
 
 
 def records(count, prefix):
@@ -43,13 +61,19 @@ def records(count, prefix):
 
 
 def as_stdin(produced):
+    """The produce command's input: (key, value, headers) and optionally (partition, timestamp) per record."""
     def hex_or_dash(data):
         return "-" if data is None else data.hex()
 
-    return "".join(
-        f"{hex_or_dash(key)}\t{hex_or_dash(value)}\t{','.join(f'{name.encode().hex()}:{hex_or_dash(v)}' for name, v in headers)}\n"
-        for key, value, headers in produced
-    )
+    def dash_or(number):
+        return "-" if number is None else str(number)
+
+    lines = []
+    for key, value, headers, *placement in produced:
+        partition, timestamp = placement or (None, None)
+        encoded_headers = ",".join(f"{name.encode().hex()}:{hex_or_dash(v)}" for name, v in headers)
+        lines.append(f"{hex_or_dash(key)}\t{hex_or_dash(value)}\t{encoded_headers}\t{dash_or(partition)}\t{dash_or(timestamp)}\n")
+    return "".join(lines)
 
 
 def as_tuple(line):
@@ -60,8 +84,9 @@ def as_tuple(line):
     return unhex(line["key"]), unhex(line["value"]), [(name, unhex(value)) for name, value in line["headers"]]
 
 
-def produce_with_java(harness, bootstrap, topic, produced, codec):
-    run = harness.run("produce", bootstrap, topic, codec, stdin=as_stdin(produced))
+def produce_with_java(harness, bootstrap, topic, produced, codec, *producer_settings):
+    """Acks as {index: (partition, offset)}, and the run (its ack lines also carry the timestamps)."""
+    run = harness.run("produce", bootstrap, topic, codec, *producer_settings, stdin=as_stdin(produced))
     summary = run.one("produced")
     assert run.returncode == 0 and summary["errors"] == 0, (run.of_type("send_error")[:5], run.stderr[-2000:])
     assert summary["count"] == len(produced)
@@ -69,7 +94,7 @@ def produce_with_java(harness, bootstrap, topic, produced, codec):
     assert config == {"type": "producer_config", "enable.idempotence": True, "acks": "-1"}  # 4.x defaults, untouched
     acks = {line["index"]: (line["partition"], line["offset"]) for line in run.of_type("ack")}
     assert sorted(acks) == list(range(len(produced)))
-    return acks, summary
+    return acks, run
 
 
 def check_acks(acks, produced, partitions=PARTITIONS):
@@ -85,11 +110,25 @@ def check_acks(acks, produced, partitions=PARTITIONS):
         assert offsets == list(range(len(offsets))), f"partition {partition} offsets out of send order"
 
 
-def consume_with_java(harness, bootstrap, topic, count, seeks=""):
-    run = harness.run("consume", bootstrap, topic, str(count), *([seeks] if seeks else []))
+def consume_run(harness, bootstrap, topic, count, seeks=None, partitions=None, **settings):
+    """The consume command; seeks {partition: offset}, partitions to assign, settings isolation= and reset=."""
+    options = []
+    if partitions is not None:
+        options.append("partitions=" + ",".join(map(str, partitions)))
+    if seeks is not None:
+        options.append("seeks=" + ",".join(f"{p}:{o}" for p, o in seeks.items()))
+    options += [f"{name}={value}" for name, value in settings.items()]
+    run = harness.run("consume", bootstrap, topic, str(count), *options)
     assert run.returncode == 0, run.stderr[-2000:]
+    assert run.one("consumed")["count"] == len(run.of_type("record"))
+    return run
+
+
+def consume_with_java(harness, bootstrap, topic, count, **options):
+    """Exactly count record lines, with no poll error."""
+    run = consume_run(harness, bootstrap, topic, count, **options)
     lines = run.of_type("record")
-    assert run.one("consumed")["count"] == len(lines) == count, f"consumed {len(lines)} of {count}"
+    assert run.of_type("poll_error") == [] and len(lines) == count, f"consumed {len(lines)} of {count}: {run.of_type('poll_error')}"
     return lines
 
 
@@ -109,7 +148,26 @@ def check_consumed(lines, produced, acks):
         assert offsets == list(range(offsets[0], offsets[0] + len(offsets))) if offsets else True, f"partition {partition} out of order"
 
 
+def positions(lines):
+    return sorted((line["partition"], line["offset"]) for line in lines)
+
+
+def batch_count(broker, topic, partition):
+    """Record batches in a quiet partition's log, from each v2 batch header's length field."""
+    data = broker.broker.partition(topic, partition).log.read_bytes(0, 1 << 20)
+    count = position = 0
+    while position < len(data):
+        (length,) = struct.unpack_from(">i", data, position + 8)
+        position += 12 + length
+        count += 1
+    return count
+
+
+# ---- admin -------------------------------------------------------------------------------
+
+
 def test_describe_cluster_and_list_topics(java_harness, broker):
+    """describeCluster names this broker as the only node and the controller; listTopics hides __cluster_metadata."""
     run = java_harness.run("metadata", broker.bootstrap)
     assert run.of_type("error") == []
     cluster = run.one("cluster")
@@ -119,26 +177,235 @@ def test_describe_cluster_and_list_topics(java_harness, broker):
     assert "__cluster_metadata" not in run.one("topics")["names"]
 
 
-def test_admin_create_describe_alter_delete(java_harness, broker):
-    run = java_harness.run("admin-create-describe-delete", broker.bootstrap, "java-admin", "3")
-    errors = {line["step"]: line["error"] for line in run.of_type("error")}
-    assert errors == {"createTopicsAgain": "TopicExistsException", "describeDeletedTopic": "UnknownTopicOrPartitionException"}
+@pytest.fixture(scope="module")
+def admin_run(java_harness, broker):
+    """One run of the admin sequence on topic java-admin (3 partitions); the tests below read parts of it."""
+    return java_harness.run("admin-create-describe-delete", broker.bootstrap, "java-admin", "3")
+
+
+def test_admin_create_describe_alter_delete(admin_run, broker):
+    """createTopics with configs (twice: TopicExists), validateOnly (creates nothing, refuses a bad config), describe, describeConfigs, createPartitions, deleteTopics by id."""
+    run = admin_run
+    errors = {line["step"]: line["error"] for line in run.of_type("error") if line["step"] != "describeTopicsById"}
+    assert errors == {
+        "createTopicsAgain": "TopicExistsException",
+        "createTopicsValidateOnlyBadConfig": "InvalidConfigurationException",
+        "describeDeletedTopic": "UnknownTopicOrPartitionException",
+        "describeDeletedTopicById": "UnknownTopicIdException",
+    }
     created = run.one("created")
-    assert created["partitions"] == 3
+    assert (created["partitions"], created["replication_factor"]) == (3, 1)
+    validated = run.one("validated")
+    assert (validated["topic"], validated["partitions"], validated["replication_factor"]) == ("java-admin-dry-run", 4, 1)
     described = run.one("described")
     assert described["topic_id"] == created["topic_id"] and not described["internal"]
     assert described["partitions"] == [{"partition": p, "leader": 1, "replicas": [1], "isr": [1]} for p in range(3)]
-    assert "java-admin" in run.one("topics")["names"]
+    names = run.one("topics")["names"]
+    assert "java-admin" in names and "java-admin-dry-run" not in names and "java-admin-bad" not in names
     configs = run.one("configs")
-    assert configs["retention.ms"] == "3600000" and configs["source"] == "DYNAMIC_TOPIC_CONFIG"
+    assert configs["retention.ms"] == "3600000" and configs["source"] == DYNAMIC
     grown = run.one("described_after_create_partitions")
     assert [p["partition"] for p in grown["partitions"]] == [0, 1, 2, 3] and grown["topic_id"] == created["topic_id"]
-    assert run.one("deleted")["topic"] == "java-admin"
-    assert "java-admin" not in broker.broker.image.topics
+    assert run.one("deleted")["topic_id"] == created["topic_id"]
+    assert "java-admin" not in broker.broker.image.topics and "java-admin-dry-run" not in broker.broker.image.topics
+
+
+def test_describe_topics_by_id(admin_run):
+    """describeTopics(TopicCollection.ofTopicIds) finds the topic createTopics returned, as describing it by name does."""
+    assert [line for line in admin_run.of_type("error") if line["step"] == "describeTopicsById"] == []
+    by_id = admin_run.one("described_by_id")
+    assert {**by_id, "type": "described"} == admin_run.one("described")
+
+
+def test_create_topics_answers_with_configs(admin_run):
+    """createTopics, real and validateOnly, answers with the new topic's configs: the requested ones as DYNAMIC_TOPIC_CONFIG."""
+    assert admin_run.one("created")["configs"] == {
+        "max.message.bytes": {"value": "200000", "source": DYNAMIC},
+        "retention.ms": {"value": "3600000", "source": DYNAMIC},
+    }
+    assert admin_run.one("validated")["configs"] == {"cleanup.policy": {"value": "compact", "source": DYNAMIC}}
+
+
+def test_incremental_alter_configs_on_cleanup_policy(java_harness, broker):
+    """incrementalAlterConfigs SET, APPEND, SUBTRACT and DELETE on cleanup.policy, each followed by describeConfigs' value and source."""
+    topic = "java-configs"
+    create_topic(broker.bootstrap, topic, 1)
+    steps = [  # operation, then the value and source describeConfigs shows
+        ("SET:cleanup.policy=compact", "compact", DYNAMIC),
+        ("APPEND:cleanup.policy=delete", "compact,delete", DYNAMIC),
+        ("APPEND:cleanup.policy=compact", "compact,delete", DYNAMIC),  # already there: unchanged
+        ("SUBTRACT:cleanup.policy=compact", "delete", DYNAMIC),
+        ("DELETE:cleanup.policy", "delete", DEFAULT),
+        ("APPEND:cleanup.policy=compact", "delete,compact", DYNAMIC),  # appended to the default
+    ]
+    run = java_harness.run("alter-configs", broker.bootstrap, topic, *(operation for operation, _, _ in steps))
+    assert run.returncode == 0 and run.of_type("error") == [], run.of_type("error")
+    seen = [(line["after"], line["entry"]["value"], line["entry"]["source"]) for line in run.of_type("config")]
+    assert seen == steps
+
+
+# ---- timestamps and offsets --------------------------------------------------------------
+
+
+@dataclass
+class Timed:
+    topic: str
+    stamps: dict  # partition -> the timestamp of each offset
+    rows: list  # (key, value, headers, partition, timestamp) in send order
+    run: object  # the produce run
+
+
+def timed_stamps():
+    """One record a second per partition (partition 1 half a second later); partition 0 has its maximum
+    out of order at offset 20, partition 1 repeats offset 10's timestamp at offset 11."""
+    stamps = {p: [BASE_MS + 1_000 * i + 500 * p for i in range(TIMED_PER_PARTITION)] for p in (0, 1)}
+    stamps[0][20] = BASE_MS + 100_000
+    stamps[1][11] = stamps[1][10]
+    return stamps
+
+
+def first_at_or_after(stamps, target):
+    """What Kafka answers for a timestamp: (offset, timestamp) of the first record at or after it, else None."""
+    return next(((offset, stamp) for offset, stamp in enumerate(stamps) if stamp >= target), None)
+
+
+@pytest.fixture(scope="module")
+def timed(java_harness, broker):
+    """Topic java-timestamps: two partitions written by the Java producer with explicit CreateTime timestamps,
+    a few records per batch so that lookups cross batch boundaries."""
+    topic = "java-timestamps"
+    create_topic(broker.bootstrap, topic, 2)
+    stamps = timed_stamps()
+    rows = [(f"k{p}-{i}".encode(), f"v{p}-{i}".encode(), [], p, stamps[p][i])
+            for i in range(TIMED_PER_PARTITION) for p in stamps]
+    acks, run = produce_with_java(java_harness, broker.bootstrap, topic, rows, "none", "batch.size=300")
+    assert [acks[index] for index in range(len(rows))] == [(row[3], index // 2) for index, row in enumerate(rows)]
+    assert all(batch_count(broker, topic, p) >= 3 for p in stamps)
+    return Timed(topic, stamps, rows, run)
+
+
+def check_timed_records(lines, timed, expected_positions):
+    """Records at exactly these positions, bytes exact, each with its producer's CreateTime timestamp."""
+    assert positions(lines) == sorted(expected_positions)
+    for line in lines:
+        partition, offset = line["partition"], line["offset"]
+        assert as_tuple(line) == (f"k{partition}-{offset}".encode(), f"v{partition}-{offset}".encode(), [])
+        assert (line["timestamp"], line["timestamp_type"]) == (timed.stamps[partition][offset], "CREATE_TIME")
+
+
+def all_timed_positions(timed, starts=None):
+    starts = starts or {}
+    return [(p, o) for p in timed.stamps for o in range(starts.get(p, 0), TIMED_PER_PARTITION)]
+
+
+def test_explicit_create_time_is_kept(java_harness, broker, timed):
+    """Records sent with explicit timestamps: RecordMetadata and the consumer both carry them, as CREATE_TIME."""
+    ack_stamps = {(line["partition"], line["offset"]): line["timestamp"] for line in timed.run.of_type("ack")}
+    assert ack_stamps == {(p, o): stamp for p, stamps in timed.stamps.items() for o, stamp in enumerate(stamps)}
+    lines = consume_with_java(java_harness, broker.bootstrap, timed.topic, 2 * TIMED_PER_PARTITION)
+    check_timed_records(lines, timed, all_timed_positions(timed))
+
+
+@pytest.fixture(scope="module")
+def offset_lookups(java_harness, broker, timed):
+    """{(client, spec, partition): line} from one offsets run over java-timestamps."""
+    run = java_harness.run("offsets", broker.bootstrap, timed.topic, *OFFSET_SPECS)
+    assert run.returncode == 0 and run.of_type("error") == [], (run.of_type("error"), run.stderr[-2000:])
+    return {(line["client"], line["spec"], line["partition"]): line for line in run.of_type("offset")}
+
+
+def test_admin_list_offsets(offset_lookups, timed):
+    """Admin listOffsets: earliest, latest, maxTimestamp (an out-of-order maximum) and forTimestamp (exact, between, repeated; past the end: -1)."""
+    expected = {}
+    for partition, stamps in timed.stamps.items():
+        expected["earliest", partition] = (0, -1)
+        expected["latest", partition] = (TIMED_PER_PARTITION, -1)
+        expected["max", partition] = (stamps.index(max(stamps)), max(stamps))
+        for target in TIMED_TARGETS:
+            expected[str(target), partition] = first_at_or_after(stamps, target) or (-1, -1)
+    admin_lines = {(spec, p): line for (client, spec, p), line in offset_lookups.items() if client == "admin"}
+    assert {key: (line["offset"], line["timestamp"]) for key, line in admin_lines.items()} == expected
+    assert expected[str(BASE_MS + 50_000), 0] == (20, BASE_MS + 100_000) and expected[str(BASE_MS + 50_000), 1] == (-1, -1)
+    # No leader change ever happened: epoch 0 wherever an offset was found, none where it was not.
+    assert all(line["leader_epoch"] == (None if line["offset"] == -1 else 0) for line in admin_lines.values())
+
+
+def test_consumer_offset_lookups(offset_lookups, timed):
+    """Consumer beginningOffsets, endOffsets and offsetsForTimes (null past the end) agree with the log."""
+    expected = {}
+    for partition, stamps in timed.stamps.items():
+        expected["earliest", partition] = (0, None)
+        expected["latest", partition] = (TIMED_PER_PARTITION, None)
+        for target in TIMED_TARGETS:
+            expected[str(target), partition] = first_at_or_after(stamps, target) or (None, None)
+    found = {(spec, p): (line["offset"], line["timestamp"]) for (client, spec, p), line in offset_lookups.items() if client == "consumer"}
+    assert found == expected
+
+
+@pytest.mark.parametrize("isolation", ISOLATION_LEVELS)
+def test_isolation_levels_read_everything(java_harness, broker, timed, isolation):
+    """Without transactions, read_committed and read_uncommitted consumers both read every record."""
+    lines = consume_with_java(java_harness, broker.bootstrap, timed.topic, 2 * TIMED_PER_PARTITION, isolation=isolation)
+    check_timed_records(lines, timed, all_timed_positions(timed))
+
+
+def test_unpositioned_partition_follows_auto_offset_reset(java_harness, broker, timed):
+    """assign + seek on one partition: with auto.offset.reset=none the other raises NoOffsetForPartitionException, with earliest it is read from its start."""
+    run = consume_run(java_harness, broker.bootstrap, timed.topic, TIMED_PER_PARTITION, seeks={0: 25}, reset="none")
+    assert run.of_type("record") == []
+    error = run.one("poll_error")
+    assert (error["error"], error["partitions"], error["offsets"]) == ("NoOffsetForPartitionException", [1], {})
+    starts = {0: 25, 1: 0}
+    lines = consume_with_java(java_harness, broker.bootstrap, timed.topic, 5 + TIMED_PER_PARTITION, seeks={0: 25}, reset="earliest")
+    check_timed_records(lines, timed, all_timed_positions(timed, starts))
+
+
+def test_log_append_time_topic(java_harness, broker):
+    """A LogAppendTime topic: the broker's clock replaces the producer's timestamps, in RecordMetadata and for consumers (LOG_APPEND_TIME)."""
+    topic = "java-log-append-time"
+    create_topic(broker.bootstrap, topic, 2, {"message.timestamp.type": "LogAppendTime"})
+    rows = [(f"k{i}".encode(), f"v{i}".encode(), [], i % 2, BASE_MS + i) for i in range(40)]
+    before_ms = int(time.time() * 1000)
+    acks, run = produce_with_java(java_harness, broker.bootstrap, topic, rows, "none")
+    after_ms = int(time.time() * 1000) + 1
+    ack_stamps = {(line["partition"], line["offset"]): line["timestamp"] for line in run.of_type("ack")}
+    assert all(before_ms <= stamp <= after_ms for stamp in ack_stamps.values()), (before_ms, after_ms, ack_stamps)
+    lines = consume_with_java(java_harness, broker.bootstrap, topic, len(rows))
+    by_position = {acks[index]: row for index, row in enumerate(rows)}
+    for line in lines:
+        position = (line["partition"], line["offset"])
+        assert as_tuple(line) == by_position[position][:3]
+        assert (line["timestamp"], line["timestamp_type"]) == (ack_stamps[position], "LOG_APPEND_TIME")
+
+
+def test_delete_records_moves_log_start(java_harness, broker):
+    """deleteRecords moves the log start (past the high watermark: OffsetOutOfRange), listOffsets earliest follows, a seek below it fails (reset=none) or resets (earliest)."""
+    topic = "java-delete-records"
+    create_topic(broker.bootstrap, topic, 3)
+    rows = [(f"k{p}-{i}".encode(), f"v{p}-{i}".encode(), [], p, None) for i in range(20) for p in range(3)]
+    produce_with_java(java_harness, broker.bootstrap, topic, rows, "none")
+
+    run = java_harness.run("delete-records", broker.bootstrap, topic, "0:7,1:20,2:21")
+    assert {line["partition"]: line["low_watermark"] for line in run.of_type("deleted_records")} == {0: 7, 1: 20}
+    assert [(line["step"], line["error"]) for line in run.of_type("error")] == [("deleteRecords 2", "OffsetOutOfRangeException")]
+    assert {line["partition"]: line["offset"] for line in run.of_type("offset")} == {0: 7, 1: 20, 2: 0}
+
+    run = consume_run(java_harness, broker.bootstrap, topic, 13, partitions=[0], seeks={0: 3}, reset="none")
+    assert run.of_type("record") == []
+    error = run.one("poll_error")
+    assert (error["error"], error["partitions"], error["offsets"]) == ("OffsetOutOfRangeException", [0], {"0": 3})
+
+    lines = consume_with_java(java_harness, broker.bootstrap, topic, 13, partitions=[0, 1], seeks={0: 3, 1: 0}, reset="earliest")
+    assert positions(lines) == [(0, offset) for offset in range(7, 20)]
+    assert all(as_tuple(line) == (f"k0-{line['offset']}".encode(), f"v0-{line['offset']}".encode(), []) for line in lines)
+
+
+# ---- producer and consumer ---------------------------------------------------------------
 
 
 @pytest.mark.parametrize("codec", CODECS)
 def test_idempotent_producer_and_assigned_consumer(java_harness, broker, codec):
+    """10,000 records (null/empty keys and values, headers), idempotent acks=all producer: murmur2 partitions, dense offsets, exact bytes back."""
     topic = f"java-{codec}"
     create_topic(broker.bootstrap, topic)
     produced = records(COUNT, codec)
@@ -148,6 +415,7 @@ def test_idempotent_producer_and_assigned_consumer(java_harness, broker, codec):
 
 
 def test_seek_to_offsets(java_harness, broker):
+    """assign + seek to the middle, the last record and the start of three partitions reads exactly from there."""
     topic = "java-seek"
     create_topic(broker.bootstrap, topic)
     produced = [(f"k{i % 11}".encode(), f"v{i}".encode(), []) for i in range(600)]
@@ -155,7 +423,7 @@ def test_seek_to_offsets(java_harness, broker):
     ends = {p: sum(1 for a in acks.values() if a[0] == p) for p in range(PARTITIONS)}
     seeks = {0: ends[0] // 2, 1: ends[1] - 1, 2: 0}
     wanted = sum(ends[p] - seeks[p] for p in range(PARTITIONS))
-    lines = consume_with_java(java_harness, broker.bootstrap, topic, wanted, ",".join(f"{p}={o}" for p, o in seeks.items()))
+    lines = consume_with_java(java_harness, broker.bootstrap, topic, wanted, seeks=seeks)
     for partition in range(PARTITIONS):
         offsets = [line["offset"] for line in lines if line["partition"] == partition]
         assert offsets == list(range(seeks[partition], ends[partition]))
@@ -165,6 +433,7 @@ def test_seek_to_offsets(java_harness, broker):
 
 @pytest.mark.parametrize("codec", CODECS)
 def test_java_reads_what_confluent_kafka_wrote(java_harness, broker, codec):
+    """The Java consumer reads librdkafka's idempotent, compressed batches byte for byte."""
     topic = f"from-librdkafka-{codec}"
     create_topic(broker.bootstrap, topic)
     produced = records(2_000, "c")
@@ -190,6 +459,7 @@ def test_java_reads_what_confluent_kafka_wrote(java_harness, broker, codec):
 
 @pytest.mark.parametrize("codec", CODECS)
 def test_confluent_kafka_reads_what_java_wrote(java_harness, broker, codec):
+    """librdkafka reads the Java producer's compressed batches byte for byte."""
     topic = f"from-java-{codec}"
     create_topic(broker.bootstrap, topic)
     produced = records(2_000, "j")
@@ -206,3 +476,14 @@ def test_confluent_kafka_reads_what_java_wrote(java_harness, broker, codec):
         seen[(message.partition(), message.offset())] = (message.key(), message.value(), message.headers() or [])
     consumer.close()
     assert seen == {acks[index]: record for index, record in enumerate(produced)}
+
+
+# ---- documentation -----------------------------------------------------------------------
+
+
+def test_readme_table_is_current():
+    """compat_tests/README.md lists exactly the cases of this module (no Java needed)."""
+    readme = java_table.README.read_text(encoding="utf-8")
+    assert java_table.with_table(readme, java_table.render_table()) == readme, (
+        "compat_tests/README.md is stale: regenerate it with `python -m compat_tests.java_table`"
+    )

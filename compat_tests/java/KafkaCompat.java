@@ -6,47 +6,75 @@
 //
 //   java KafkaCompat metadata <bootstrap>
 //   java KafkaCompat admin-create-describe-delete <bootstrap> <topic> <partitions>
-//   java KafkaCompat produce <bootstrap> <topic> <compression>   < records
-//   java KafkaCompat consume <bootstrap> <topic> <count> [<partition>=<offset>,...]
+//   java KafkaCompat alter-configs <bootstrap> <topic> <OP>:<name>[=<value>] ...
+//   java KafkaCompat offsets <bootstrap> <topic> earliest|latest|max|<timestamp ms> ...
+//   java KafkaCompat delete-records <bootstrap> <topic> <partition>:<offset>,...
+//   java KafkaCompat produce <bootstrap> <topic> <compression> [<producer property>=<value> ...]  < records
+//   java KafkaCompat consume <bootstrap> <topic> <count> [partitions=0,2] [seeks=0:5,1:3]
+//                            [isolation=read_committed|read_uncommitted] [reset=none|earliest|latest]
 //
-// `produce` reads one record per stdin line: <key> TAB <value> TAB <headers>, where key and
-// value are hex or "-" for null, and headers are comma-separated <hex name>:<hex value or ->.
-// `consume` assigns every partition of the topic (no group, no commits), seeks each to the
-// given offset or to the beginning, and polls until <count> records or the time limit.
+// `alter-configs` applies each operation (SET, DELETE, APPEND, SUBTRACT) to the topic in its own
+// IncrementalAlterConfigs request and describes the named config after it.
+// `offsets` asks the admin client (ListOffsets) and then a consumer (beginningOffsets,
+// endOffsets, offsetsForTimes; it has no max-timestamp lookup) about every partition.
+// `produce` reads one record per stdin line: <key> TAB <value> TAB <headers> [TAB <partition>
+// TAB <timestamp>], where key and value are hex or "-" for null, headers are comma-separated
+// <hex name>:<hex value or ->, and a missing or "-" partition or timestamp is left to the client.
+// `consume` assigns the topic's partitions (all, or those listed; no group, no commits), seeks
+// them to the beginning, or only the listed ones to the given offsets, and polls until <count>
+// records, a time limit, or an invalid-offset error (reported as a poll_error line).
 
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Collection;
+import java.util.Comparator;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
 import java.util.TreeMap;
+import java.util.TreeSet;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicReference;
 
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.AlterConfigOp;
 import org.apache.kafka.clients.admin.Config;
 import org.apache.kafka.clients.admin.ConfigEntry;
+import org.apache.kafka.clients.admin.CreateTopicsOptions;
+import org.apache.kafka.clients.admin.CreateTopicsResult;
+import org.apache.kafka.clients.admin.DeleteRecordsResult;
 import org.apache.kafka.clients.admin.DescribeClusterResult;
+import org.apache.kafka.clients.admin.ListOffsetsResult.ListOffsetsResultInfo;
 import org.apache.kafka.clients.admin.NewPartitions;
 import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.admin.OffsetSpec;
+import org.apache.kafka.clients.admin.RecordsToDelete;
 import org.apache.kafka.clients.admin.TopicDescription;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.InvalidOffsetException;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.OffsetAndTimestamp;
+import org.apache.kafka.clients.consumer.OffsetOutOfRangeException;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.KafkaFuture;
 import org.apache.kafka.common.Node;
 import org.apache.kafka.common.PartitionInfo;
+import org.apache.kafka.common.TopicCollection;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.TopicPartitionInfo;
+import org.apache.kafka.common.Uuid;
 import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.common.header.Header;
 import org.apache.kafka.common.header.internals.RecordHeaders;
@@ -55,6 +83,7 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
 
 public final class KafkaCompat {
     private static final long ADMIN_TIMEOUT_MS = 20_000;
+    private static final Duration LOOKUP_TIMEOUT = Duration.ofSeconds(15);
     private static final long CONSUME_TIMEOUT_MS = 90_000;
     private static final long EXTRA_POLL_MS = 300;
 
@@ -66,16 +95,37 @@ public final class KafkaCompat {
         switch (args[0]) {
             case "metadata" -> metadata(bootstrap);
             case "admin-create-describe-delete" -> admin(bootstrap, args[2], Integer.parseInt(args[3]));
-            case "produce" -> produce(bootstrap, args[2], args[3]);
-            case "consume" -> consume(bootstrap, args[2], Integer.parseInt(args[3]), args.length > 4 ? args[4] : "");
+            case "alter-configs" -> alterConfigs(bootstrap, args[2], from(args, 3));
+            case "offsets" -> offsets(bootstrap, args[2], from(args, 3));
+            case "delete-records" -> deleteRecords(bootstrap, args[2], args[3]);
+            case "produce" -> produce(bootstrap, args[2], args[3], options(from(args, 4)));
+            case "consume" -> consume(bootstrap, args[2], Integer.parseInt(args[3]), options(from(args, 4)));
             default -> usage();
         }
         System.out.flush();
     }
 
+    private static List<String> from(String[] args, int first) {
+        return Arrays.asList(args).subList(Math.min(first, args.length), args.length);
+    }
+
     private static void usage() {
-        System.err.println("usage: KafkaCompat metadata|admin-create-describe-delete|produce|consume <bootstrap> ...");
+        System.err.println("usage: KafkaCompat metadata|admin-create-describe-delete|alter-configs|offsets|delete-records"
+                + "|produce|consume <bootstrap> ...");
         System.exit(2);
+    }
+
+    /** name=value arguments, in order. */
+    private static Map<String, String> options(List<String> arguments) {
+        Map<String, String> options = new LinkedHashMap<>();
+        for (String argument : arguments) {
+            String[] parts = argument.split("=", 2);
+            if (parts.length != 2) {
+                throw new IllegalArgumentException("expected name=value, got " + argument);
+            }
+            options.put(parts[0], parts[1]);
+        }
+        return options;
     }
 
     // ---- admin ---------------------------------------------------------------------------
@@ -119,49 +169,76 @@ public final class KafkaCompat {
                 emit(new Json().put("type", "cluster").put("cluster_id", get(cluster.clusterId()))
                         .put("controller", controller == null ? null : controller.id()).put("nodes", nodes));
             });
-            step("listTopics", () -> emit(new Json().put("type", "topics")
-                    .put("names", new ArrayList<>(new java.util.TreeSet<>(get(admin.listTopics().names()))))));
+            step("listTopics", () -> emit(topicNames(admin)));
         }
     }
 
     private static void admin(String bootstrap, String topic, int partitions) {
+        Map<String, String> configs = Map.of("retention.ms", "3600000", "max.message.bytes", "200000");
+        AtomicReference<Uuid> topicId = new AtomicReference<>();
         try (Admin admin = admin(bootstrap)) {
             step("createTopics", () -> {
-                NewTopic request = new NewTopic(topic, partitions, (short) 1).configs(Map.of("retention.ms", "3600000"));
-                var result = admin.createTopics(List.of(request));
+                CreateTopicsResult result = admin.createTopics(List.of(new NewTopic(topic, partitions, (short) 1).configs(configs)));
                 get(result.all());
-                emit(new Json().put("type", "created").put("topic", topic)
-                        .put("topic_id", get(result.topicId(topic)).toString())
-                        .put("partitions", get(result.numPartitions(topic))));
+                topicId.set(get(result.topicId(topic)));
+                emit(created(result, topic, "created", configs.keySet()).put("topic_id", topicId.get().toString()));
             });
             step("createTopicsAgain", () -> {
                 get(admin.createTopics(List.of(new NewTopic(topic, partitions, (short) 1))).all());
                 emit(new Json().put("type", "created_again").put("topic", topic));
             });
-            step("describeTopics", () -> emit(describe(admin, topic, "described")));
-            step("listTopics", () -> emit(new Json().put("type", "topics")
-                    .put("names", new ArrayList<>(new java.util.TreeSet<>(get(admin.listTopics().names()))))));
+            // validateOnly answers as a creation would, configs included, and creates nothing.
+            step("createTopicsValidateOnly", () -> {
+                String dryRun = topic + "-dry-run";
+                NewTopic request = new NewTopic(dryRun, partitions + 1, (short) 1).configs(Map.of("cleanup.policy", "compact"));
+                CreateTopicsResult result = admin.createTopics(List.of(request), new CreateTopicsOptions().validateOnly(true));
+                get(result.all());
+                emit(created(result, dryRun, "validated", List.of("cleanup.policy")));
+            });
+            step("createTopicsValidateOnlyBadConfig", () -> {
+                NewTopic request = new NewTopic(topic + "-bad", partitions, (short) 1).configs(Map.of("cleanup.policy", "sometimes"));
+                get(admin.createTopics(List.of(request), new CreateTopicsOptions().validateOnly(true)).all());
+                emit(new Json().put("type", "validated_bad_config"));
+            });
+            step("describeTopics", () -> emit(description(
+                    get(admin.describeTopics(List.of(topic)).allTopicNames()).get(topic), "described")));
+            step("describeTopicsById", () -> emit(description(
+                    get(admin.describeTopics(TopicCollection.ofTopicIds(List.of(topicId.get()))).allTopicIds()).get(topicId.get()),
+                    "described_by_id")));
+            step("listTopics", () -> emit(topicNames(admin)));
             step("describeConfigs", () -> {
-                ConfigResource resource = new ConfigResource(ConfigResource.Type.TOPIC, topic);
-                Config config = get(admin.describeConfigs(List.of(resource)).all()).get(resource);
-                ConfigEntry retention = config.get("retention.ms");
+                ConfigEntry retention = topicConfig(admin, topic).get("retention.ms");
                 emit(new Json().put("type", "configs").put("retention.ms", retention == null ? null : retention.value())
                         .put("source", retention == null ? null : retention.source().name()));
             });
             step("createPartitions", () -> {
                 get(admin.createPartitions(Map.of(topic, NewPartitions.increaseTo(partitions + 1))).all());
-                emit(describe(admin, topic, "described_after_create_partitions"));
+                emit(description(get(admin.describeTopics(List.of(topic)).allTopicNames()).get(topic),
+                        "described_after_create_partitions"));
             });
-            step("deleteTopics", () -> {
-                get(admin.deleteTopics(List.of(topic)).all());
-                emit(new Json().put("type", "deleted").put("topic", topic));
+            step("deleteTopicsById", () -> {
+                get(admin.deleteTopics(TopicCollection.ofTopicIds(List.of(topicId.get()))).all());
+                emit(new Json().put("type", "deleted").put("topic_id", topicId.get().toString()));
             });
-            step("describeDeletedTopic", () -> emit(describe(admin, topic, "described_after_delete")));
+            step("describeDeletedTopic", () -> get(admin.describeTopics(List.of(topic)).allTopicNames()));
+            step("describeDeletedTopicById", () ->
+                    get(admin.describeTopics(TopicCollection.ofTopicIds(List.of(topicId.get()))).allTopicIds()));
         }
     }
 
-    private static Json describe(Admin admin, String topic, String type) throws Exception {
-        TopicDescription description = get(admin.describeTopics(List.of(topic)).allTopicNames()).get(topic);
+    /** What a CreateTopics answer says about one topic: partitions, replication and the named configs. */
+    private static Json created(CreateTopicsResult result, String topic, String type, Collection<String> configNames)
+            throws Exception {
+        Config config = get(result.config(topic));
+        Map<String, Object> configs = new TreeMap<>();
+        for (String name : configNames) {
+            configs.put(name, configEntry(config.get(name)));
+        }
+        return new Json().put("type", type).put("topic", topic).put("partitions", get(result.numPartitions(topic)))
+                .put("replication_factor", get(result.replicationFactor(topic))).put("configs", configs);
+    }
+
+    private static Json description(TopicDescription description, String type) {
         List<Json> partitions = new ArrayList<>();
         for (TopicPartitionInfo info : description.partitions()) {
             partitions.add(new Json().put("partition", info.partition())
@@ -174,19 +251,136 @@ public final class KafkaCompat {
                 .put("partitions", partitions);
     }
 
+    private static Json topicNames(Admin admin) throws Exception {
+        return new Json().put("type", "topics").put("names", new ArrayList<>(new TreeSet<>(get(admin.listTopics().names()))));
+    }
+
     private static Json node(Node node) {
         return new Json().put("id", node.id()).put("host", node.host()).put("port", node.port());
     }
 
+    private static Config topicConfig(Admin admin, String topic) throws Exception {
+        ConfigResource resource = new ConfigResource(ConfigResource.Type.TOPIC, topic);
+        return get(admin.describeConfigs(List.of(resource)).all()).get(resource);
+    }
+
+    private static Json configEntry(ConfigEntry entry) {
+        return entry == null ? null : new Json().put("value", entry.value()).put("source", entry.source().name());
+    }
+
+    // ---- configs -------------------------------------------------------------------------
+
+    private static void alterConfigs(String bootstrap, String topic, List<String> operations) {
+        ConfigResource resource = new ConfigResource(ConfigResource.Type.TOPIC, topic);
+        try (Admin admin = admin(bootstrap)) {
+            for (String operation : operations) {
+                String[] opAndConfig = operation.split(":", 2);
+                String[] nameAndValue = opAndConfig[1].split("=", 2);
+                String name = nameAndValue[0];
+                AlterConfigOp alter = new AlterConfigOp(new ConfigEntry(name, nameAndValue.length > 1 ? nameAndValue[1] : null),
+                        AlterConfigOp.OpType.valueOf(opAndConfig[0]));
+                step(operation, () -> {
+                    get(admin.incrementalAlterConfigs(Map.of(resource, List.of(alter))).all());
+                    emit(new Json().put("type", "config").put("after", operation).put("name", name)
+                            .put("entry", configEntry(topicConfig(admin, topic).get(name))));
+                });
+            }
+        }
+    }
+
+    // ---- offsets -------------------------------------------------------------------------
+
+    private static void offsets(String bootstrap, String topic, List<String> specs) {
+        try (Admin admin = admin(bootstrap);
+             KafkaConsumer<byte[], byte[]> consumer = consumer(bootstrap, Map.of())) {
+            List<TopicPartition> partitions = partitionsOf(consumer, topic);
+            for (String spec : specs) {
+                step("listOffsets " + spec, () -> listOffsets(admin, partitions, spec));
+            }
+            for (String spec : specs) {
+                step("consumer " + spec, () -> consumerOffsets(consumer, partitions, spec));
+            }
+        }
+    }
+
+    private static void listOffsets(Admin admin, List<TopicPartition> partitions, String spec) throws Exception {
+        OffsetSpec offsetSpec = switch (spec) {
+            case "earliest" -> OffsetSpec.earliest();
+            case "latest" -> OffsetSpec.latest();
+            case "max" -> OffsetSpec.maxTimestamp();
+            default -> OffsetSpec.forTimestamp(Long.parseLong(spec));
+        };
+        Map<TopicPartition, OffsetSpec> request = new HashMap<>();
+        for (TopicPartition partition : partitions) {
+            request.put(partition, offsetSpec);
+        }
+        Map<TopicPartition, ListOffsetsResultInfo> found = get(admin.listOffsets(request).all());
+        for (TopicPartition partition : partitions) {
+            ListOffsetsResultInfo info = found.get(partition);
+            emit(offsetLine("admin", spec, partition, info.offset(), info.timestamp())
+                    .put("leader_epoch", info.leaderEpoch().orElse(null)));
+        }
+    }
+
+    /** The consumer's lookups; it has none for the max timestamp. */
+    private static void consumerOffsets(KafkaConsumer<byte[], byte[]> consumer, List<TopicPartition> partitions, String spec) {
+        if (spec.equals("earliest") || spec.equals("latest")) {
+            Map<TopicPartition, Long> found = spec.equals("earliest")
+                    ? consumer.beginningOffsets(partitions, LOOKUP_TIMEOUT) : consumer.endOffsets(partitions, LOOKUP_TIMEOUT);
+            for (TopicPartition partition : partitions) {
+                emit(offsetLine("consumer", spec, partition, found.get(partition), null));
+            }
+        } else if (!spec.equals("max")) {
+            Map<TopicPartition, Long> query = new HashMap<>();
+            for (TopicPartition partition : partitions) {
+                query.put(partition, Long.parseLong(spec));
+            }
+            Map<TopicPartition, OffsetAndTimestamp> found = consumer.offsetsForTimes(query, LOOKUP_TIMEOUT);
+            for (TopicPartition partition : partitions) {
+                OffsetAndTimestamp hit = found.get(partition);  // null: no record at or after the timestamp
+                emit(offsetLine("consumer", spec, partition, hit == null ? null : hit.offset(), hit == null ? null : hit.timestamp()));
+            }
+        }
+    }
+
+    private static Json offsetLine(String client, String spec, TopicPartition partition, Long offset, Long timestamp) {
+        return new Json().put("type", "offset").put("client", client).put("spec", spec)
+                .put("partition", partition.partition()).put("offset", offset).put("timestamp", timestamp);
+    }
+
+    private static void deleteRecords(String bootstrap, String topic, String positions) {
+        Map<TopicPartition, RecordsToDelete> request = new TreeMap<>(Comparator.comparingInt(TopicPartition::partition));
+        for (String position : positions.split(",")) {
+            String[] parts = position.split(":", 2);
+            request.put(new TopicPartition(topic, Integer.parseInt(parts[0])), RecordsToDelete.beforeOffset(Long.parseLong(parts[1])));
+        }
+        try (Admin admin = admin(bootstrap)) {
+            DeleteRecordsResult result = admin.deleteRecords(request);
+            for (TopicPartition partition : request.keySet()) {
+                step("deleteRecords " + partition.partition(), () -> emit(new Json().put("type", "deleted_records")
+                        .put("partition", partition.partition())
+                        .put("low_watermark", get(result.lowWatermarks().get(partition)).lowWatermark())));
+            }
+            step("listOffsets earliest", () -> {
+                List<TopicPartition> partitions = new ArrayList<>();
+                for (TopicPartitionInfo info : get(admin.describeTopics(List.of(topic)).allTopicNames()).get(topic).partitions()) {
+                    partitions.add(new TopicPartition(topic, info.partition()));
+                }
+                listOffsets(admin, partitions, "earliest");
+            });
+        }
+    }
+
     // ---- producer ------------------------------------------------------------------------
 
-    private static void produce(String bootstrap, String topic, String compression) throws Exception {
+    private static void produce(String bootstrap, String topic, String compression, Map<String, String> options) throws Exception {
         Properties props = new Properties();
         props.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         props.put(ProducerConfig.COMPRESSION_TYPE_CONFIG, compression);
         props.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
         props.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
         props.put(ProducerConfig.MAX_REQUEST_SIZE_CONFIG, "2000000");
+        props.putAll(options);
         // enable.idempotence and acks are left at the client's defaults (true and all in 4.x).
         long started = System.nanoTime();
         AtomicInteger failures = new AtomicInteger();
@@ -199,29 +393,9 @@ public final class KafkaCompat {
                     .put("acks", effective.getString(ProducerConfig.ACKS_CONFIG)));
             String line;
             while ((line = input.readLine()) != null) {
-                if (line.isEmpty()) {
-                    continue;
+                if (!line.isEmpty()) {
+                    send(producer, topic, line.split("\t", -1), count++, failures);
                 }
-                String[] fields = line.split("\t", -1);
-                RecordHeaders headers = new RecordHeaders();
-                if (fields.length > 2 && !fields[2].isEmpty()) {
-                    for (String header : fields[2].split(",")) {
-                        String[] parts = header.split(":", 2);
-                        headers.add(new String(unhex(parts[0]), StandardCharsets.UTF_8), unhex(parts[1]));
-                    }
-                }
-                int index = count++;
-                ProducerRecord<byte[], byte[]> record = new ProducerRecord<>(topic, null, unhex(fields[0]), unhex(fields[1]), headers);
-                producer.send(record, (metadata, error) -> {
-                    if (error != null) {
-                        failures.incrementAndGet();
-                        emit(new Json().put("type", "send_error").put("index", index)
-                                .put("error", error.getClass().getSimpleName()).put("message", String.valueOf(error.getMessage())));
-                    } else {
-                        emit(new Json().put("type", "ack").put("index", index)
-                                .put("partition", metadata.partition()).put("offset", metadata.offset()));
-                    }
-                });
             }
             producer.flush();
         }
@@ -229,50 +403,102 @@ public final class KafkaCompat {
                 .put("elapsed_ms", (System.nanoTime() - started) / 1_000_000));
     }
 
+    private static void send(KafkaProducer<byte[], byte[]> producer, String topic, String[] fields, int index, AtomicInteger failures) {
+        RecordHeaders headers = new RecordHeaders();
+        if (fields.length > 2 && !fields[2].isEmpty()) {
+            for (String header : fields[2].split(",")) {
+                String[] parts = header.split(":", 2);
+                headers.add(new String(unhex(parts[0]), StandardCharsets.UTF_8), unhex(parts[1]));
+            }
+        }
+        Integer partition = fields.length > 3 && !fields[3].equals("-") ? Integer.valueOf(fields[3]) : null;
+        Long timestamp = fields.length > 4 && !fields[4].equals("-") ? Long.valueOf(fields[4]) : null;
+        producer.send(new ProducerRecord<>(topic, partition, timestamp, unhex(fields[0]), unhex(fields[1]), headers), (metadata, error) -> {
+            if (error != null) {
+                failures.incrementAndGet();
+                emit(new Json().put("type", "send_error").put("index", index)
+                        .put("error", error.getClass().getSimpleName()).put("message", String.valueOf(error.getMessage())));
+            } else {
+                emit(new Json().put("type", "ack").put("index", index).put("partition", metadata.partition())
+                        .put("offset", metadata.offset()).put("timestamp", metadata.timestamp()));
+            }
+        });
+    }
+
     // ---- consumer ------------------------------------------------------------------------
 
-    private static void consume(String bootstrap, String topic, int count, String seeks) {
+    private static KafkaConsumer<byte[], byte[]> consumer(String bootstrap, Map<String, String> settings) {
         Properties props = new Properties();
         props.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         props.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
         props.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
         props.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
         props.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "none");
-        Map<Integer, Long> offsets = new TreeMap<>();
-        for (String seek : seeks.split(",")) {
-            if (!seek.isEmpty()) {
-                String[] parts = seek.split("=", 2);
-                offsets.put(Integer.parseInt(parts[0]), Long.parseLong(parts[1]));
-            }
+        props.put(ConsumerConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "15000");
+        props.putAll(settings);
+        return new KafkaConsumer<>(props);
+    }
+
+    private static List<TopicPartition> partitionsOf(KafkaConsumer<byte[], byte[]> consumer, String topic) {
+        List<TopicPartition> partitions = new ArrayList<>();
+        for (PartitionInfo info : consumer.partitionsFor(topic, LOOKUP_TIMEOUT)) {
+            partitions.add(new TopicPartition(topic, info.partition()));
+        }
+        partitions.sort(Comparator.comparingInt(TopicPartition::partition));
+        return partitions;
+    }
+
+    private static void consume(String bootstrap, String topic, int count, Map<String, String> options) {
+        Map<String, String> settings = new HashMap<>();
+        if (options.containsKey("isolation")) {
+            settings.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, options.get("isolation"));
+        }
+        if (options.containsKey("reset")) {
+            settings.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, options.get("reset"));
         }
         long started = System.nanoTime();
-        int received = 0;
-        try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(props)) {
-            List<TopicPartition> partitions = new ArrayList<>();
-            for (PartitionInfo info : consumer.partitionsFor(topic, Duration.ofSeconds(15))) {
-                partitions.add(new TopicPartition(topic, info.partition()));
+        int received;
+        try (KafkaConsumer<byte[], byte[]> consumer = consumer(bootstrap, settings)) {
+            List<TopicPartition> partitions = partitionsOf(consumer, topic);
+            if (options.containsKey("partitions")) {
+                List<String> wanted = Arrays.asList(options.get("partitions").split(","));
+                partitions.removeIf(partition -> !wanted.contains(String.valueOf(partition.partition())));
             }
             consumer.assign(partitions);
-            List<TopicPartition> fromStart = new ArrayList<>();
-            for (TopicPartition partition : partitions) {
-                Long offset = offsets.get(partition.partition());
-                if (offset == null) {
-                    fromStart.add(partition);
-                } else {
-                    consumer.seek(partition, offset);
+            if (options.containsKey("seeks")) {  // partitions not listed keep no position: the reset policy decides
+                for (String seek : options.get("seeks").split(",")) {
+                    String[] parts = seek.split(":", 2);
+                    consumer.seek(new TopicPartition(topic, Integer.parseInt(parts[0])), Long.parseLong(parts[1]));
                 }
+            } else if (!partitions.isEmpty()) {  // an empty collection would mean every assigned partition
+                consumer.seekToBeginning(partitions);
             }
-            if (!fromStart.isEmpty()) {  // an empty collection would mean every assigned partition
-                consumer.seekToBeginning(fromStart);
-            }
-            long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(CONSUME_TIMEOUT_MS);
-            while (received < count && System.nanoTime() < deadline) {
-                received += emitRecords(consumer.poll(Duration.ofMillis(200)));
-            }
-            received += emitRecords(consumer.poll(Duration.ofMillis(EXTRA_POLL_MS)));  // more than asked for is a failure too
+            received = pollUntil(consumer, count);
         }
         emit(new Json().put("type", "consumed").put("count", received)
                 .put("elapsed_ms", (System.nanoTime() - started) / 1_000_000));
+    }
+
+    /** Polls until count records or the time limit, then once more: more than asked for is a failure too. */
+    private static int pollUntil(KafkaConsumer<byte[], byte[]> consumer, int count) {
+        int received = 0;
+        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(CONSUME_TIMEOUT_MS);
+        try {
+            while (received < count && System.nanoTime() < deadline) {
+                received += emitRecords(consumer.poll(Duration.ofMillis(200)));
+            }
+            received += emitRecords(consumer.poll(Duration.ofMillis(EXTRA_POLL_MS)));
+        } catch (InvalidOffsetException error) {  // no position and reset=none, or out of range and reset=none
+            Map<String, Long> offsets = new TreeMap<>();
+            if (error instanceof OffsetOutOfRangeException outOfRange) {
+                outOfRange.offsetOutOfRangePartitions()
+                        .forEach((partition, offset) -> offsets.put(String.valueOf(partition.partition()), offset));
+            }
+            emit(new Json().put("type", "poll_error").put("error", error.getClass().getSimpleName())
+                    .put("partitions", new TreeSet<>(error.partitions().stream().map(TopicPartition::partition).toList()))
+                    .put("offsets", offsets));
+        }
+        return received;
     }
 
     private static int emitRecords(Iterable<ConsumerRecord<byte[], byte[]>> records) {
@@ -281,11 +507,11 @@ public final class KafkaCompat {
             emitted++;
             List<Object> headers = new ArrayList<>();
             for (Header header : record.headers()) {
-                headers.add(java.util.Arrays.asList(header.key(), hexOrNull(header.value())));
+                headers.add(Arrays.asList(header.key(), hexOrNull(header.value())));
             }
             emit(new Json().put("type", "record").put("partition", record.partition()).put("offset", record.offset())
-                    .put("timestamp", record.timestamp()).put("key", hexOrNull(record.key()))
-                    .put("value", hexOrNull(record.value())).put("headers", headers));
+                    .put("timestamp", record.timestamp()).put("timestamp_type", record.timestampType().name())
+                    .put("key", hexOrNull(record.key())).put("value", hexOrNull(record.value())).put("headers", headers));
         }
         return emitted;
     }
@@ -324,7 +550,7 @@ public final class KafkaCompat {
 
     /** Just enough JSON writing for flat objects of strings, numbers, booleans, lists and nested objects. */
     private static final class Json {
-        private final Map<String, Object> fields = new java.util.LinkedHashMap<>();
+        private final Map<String, Object> fields = new LinkedHashMap<>();
 
         Json put(String name, Object value) {
             fields.put(name, value);
