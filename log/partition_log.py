@@ -144,10 +144,12 @@ class Log:
         log._active_created_ms = now_ms
         for base_offset in log._scan_directory():
             log._add_segment(LogSegment(directory, base_offset, log.settings))
-        if not log.segments:
+        existing = bool(log.segments)
+        if not existing:
             log._add_segment(LogSegment(directory, max(log_start_offset, 0), log.settings))
         log.log_start_offset = max(log_start_offset, log.segments[0].base_offset)
-        log._recover_from(recovery_point)
+        # A new, empty log has nothing to make durable: lost in a crash, it is simply created again.
+        log._recover_from(recovery_point, flush=existing)
         log._load_producer_state()
         return log
 
@@ -184,7 +186,7 @@ class Log:
                 os.unlink(os.path.join(self.directory, name))
         return sorted(base_offsets)
 
-    def _recover_from(self, recovery_point: int) -> None:
+    def _recover_from(self, recovery_point: int, flush: bool = True) -> None:
         # Segments before the one holding the recovery point were fsynced: trusted, opened lazily.
         first = max(0, self._segment_index_for(recovery_point))
         index = first
@@ -209,8 +211,9 @@ class Log:
         for segment, following in zip(self.segments, self.segments[1:]):
             if segment.next_offset is None:
                 segment.next_offset = following.base_offset
-        for segment in self.segments[first:]:
-            segment.flush()
+        if flush:
+            for segment in self.segments[first:]:
+                segment.flush()
         self.recovery_point = self.log_end_offset
         self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
 
