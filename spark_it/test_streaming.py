@@ -127,3 +127,15 @@ def test_streaming_kafka_sink_with_headers(spark, broker, tmp_path):
     assert sorted((m.key(), m.value(), tuple(m.headers())) for m in got) == sorted(
         (f"k{i}".encode(), f"V{i}".encode(), (("src", b"in"),)) for i in range(150)
     )
+
+
+def test_streaming_subscribe_pattern_and_assign(spark, broker, tmp_path):
+    for name in ("events-eu", "events-us", "other"):
+        create_topic(broker.bootstrap, name, partitions=2)
+        produce(broker.bootstrap, name, [(None, f"{name}-{p}-{i}".encode(), [], p) for p in range(2) for i in range(20)])
+    by_pattern = stream(spark, broker, subscribePattern="events-.*", startingOffsets="earliest").select("value")
+    run_available_now(by_pattern, tmp_path / "pattern-checkpoint", sink="parquet", path=str(tmp_path / "pattern"))
+    assert values(spark, tmp_path / "pattern") == sorted(f"{t}-{p}-{i}" for t in ("events-eu", "events-us") for p in range(2) for i in range(20))
+    assigned = stream(spark, broker, assign='{"events-us": [1], "other": [0]}', startingOffsets="earliest").select("value")
+    run_available_now(assigned, tmp_path / "assign-checkpoint", sink="parquet", path=str(tmp_path / "assign"))
+    assert values(spark, tmp_path / "assign") == sorted([f"events-us-1-{i}" for i in range(20)] + [f"other-0-{i}" for i in range(20)])
