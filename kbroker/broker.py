@@ -21,7 +21,7 @@ from kbroker.replica import Partition
 from kbroker.producer_ids import ProducerIdBlock
 from kbroker.server import Server, ServerLimits
 from kbroker.topics import topic_log_config
-from log.checkpoint import kafka_uuid_string
+from log.checkpoint import fsync_file_and_directory, kafka_uuid_string
 from log.manager import LogManager
 from log.segment import SegmentSettings
 
@@ -117,8 +117,11 @@ class Broker:
 
     def _open_logs(self, topic) -> None:
         config = topic_log_config(self.log_defaults, topic.configs)
+        running = self._nursery is not None
         for partition in topic.partitions:
-            self.logs.open(topic.name, partition.partition, config, topic.topic_id)
+            self.logs.open(topic.name, partition.partition, config, topic.topic_id, sync_metadata=not running)
+        if running:  # new partitions' metadata files are fsynced together, off the event loop
+            self._nursery.start_soon(trio.to_thread.run_sync, _fsync_all, self.logs.take_unsynced_metadata())
 
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Serve until cancelled; reports the bound (host, port) once listening."""
@@ -136,6 +139,14 @@ class Broker:
         finally:
             self.logs.close()
             self.metadata_log.close()
+
+
+def _fsync_all(paths: list[str]) -> None:
+    for path in paths:
+        try:
+            fsync_file_and_directory(path)
+        except FileNotFoundError:
+            pass  # the partition was deleted meanwhile
 
 
 def _cluster_id(data_dir: str, node_id: int) -> str:

@@ -58,12 +58,15 @@ class CheckpointError(Exception):
         super().__init__(text)
 
 
-def write_atomically(path, data: bytes) -> None:
+def write_atomically(path, data: bytes, durable: bool = True) -> None:
     """Replace `path` with `data` so that a crash at any point leaves old or new, whole.
 
     The data is fsynced before the rename (else the rename could reach the disk
     before the bytes and expose an empty file), and the directory is fsynced after
     it (else the rename itself may be lost and the old content come back).
+    With ``durable=False`` both fsyncs are left to the caller (see
+    :func:`fsync_file_and_directory`); until then a crash may leave the old
+    content, the new, or an empty file.
     """
     path = os.fspath(path)
     temporary_path = path + ".tmp"
@@ -71,7 +74,8 @@ def write_atomically(path, data: bytes) -> None:
         with open(temporary_path, "wb") as temporary:
             temporary.write(data)
             temporary.flush()
-            os.fsync(temporary.fileno())
+            if durable:
+                os.fsync(temporary.fileno())
         os.replace(temporary_path, path)
     except BaseException:
         try:
@@ -79,6 +83,17 @@ def write_atomically(path, data: bytes) -> None:
         except OSError:
             pass
         raise
+    if durable:
+        fsync_directory(os.path.dirname(os.path.abspath(path)))
+
+
+def fsync_file_and_directory(path) -> None:
+    """Make a file written with ``write_atomically(durable=False)`` durable."""
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
     fsync_directory(os.path.dirname(os.path.abspath(path)))
 
 
@@ -367,10 +382,10 @@ class PartitionMetadataFile:
     def exists(self) -> bool:
         return os.path.exists(self.path)
 
-    def write(self, topic_id: uuid.UUID) -> None:
+    def write(self, topic_id: uuid.UUID, durable: bool = True) -> None:
         # Byte for byte what Kafka writes, including the missing final newline.
         text = f"version: {CHECKPOINT_VERSION}\ntopic_id: {kafka_uuid_string(topic_id)}"
-        write_atomically(self.path, text.encode("ascii"))
+        write_atomically(self.path, text.encode("ascii"), durable)
 
     def read(self) -> uuid.UUID | None:
         try:
@@ -378,6 +393,8 @@ class PartitionMetadataFile:
                 data = metadata.read()
         except FileNotFoundError:
             return None
+        if not data:
+            return None  # written without fsync and cut short by a crash: the broker writes it again
         try:
             lines = data.decode("utf-8").splitlines()
         except UnicodeDecodeError:

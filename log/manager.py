@@ -47,6 +47,12 @@ class LogManager:
         self._recovery_points = OffsetCheckpointFile(os.path.join(log_dir, RECOVERY_POINT_CHECKPOINT))
         self._log_starts = OffsetCheckpointFile(os.path.join(log_dir, LOG_START_OFFSET_CHECKPOINT))
         self.logs: dict[TopicPartition, Log] = {}
+        self._unsynced_metadata: list[str] = []
+
+    def take_unsynced_metadata(self) -> list[str]:
+        """The ``partition.metadata`` paths written without fsync since the last call (see :meth:`open`)."""
+        paths, self._unsynced_metadata = self._unsynced_metadata, []
+        return paths
 
     def existing_partitions(self) -> list[TopicPartition]:
         found = []
@@ -56,8 +62,16 @@ class LogManager:
                 found.append(parsed)
         return found
 
-    def open(self, topic: str, partition: int, config: LogConfig | None = None, topic_id: uuid.UUID | None = None) -> Log:
-        """Open or create a partition's log; a topic id is kept in ``partition.metadata``."""
+    def open(self, topic: str, partition: int, config: LogConfig | None = None, topic_id: uuid.UUID | None = None,
+             *, sync_metadata: bool = True) -> Log:
+        """Open or create a partition's log; a topic id is kept in ``partition.metadata``.
+
+        With ``sync_metadata=False`` a new ``partition.metadata`` is not fsynced
+        here but queued for :meth:`take_unsynced_metadata` (as Kafka flushes it
+        in the background): creating thousands of partitions then costs no
+        fsync each. The topic id is in the metadata log already, so a file lost
+        in a crash is simply written again at the next open.
+        """
         key = (topic, partition)
         if key in self.logs:
             return self.logs[key]
@@ -70,7 +84,9 @@ class LogManager:
         )
         metadata = PartitionMetadataFile(os.path.join(directory, PARTITION_METADATA))
         if topic_id is not None and metadata.read() != topic_id:
-            metadata.write(topic_id)
+            metadata.write(topic_id, durable=sync_metadata)
+            if not sync_metadata:
+                self._unsynced_metadata.append(metadata.path)
         log.topic_id = metadata.read()
         log.leader_epochs = LeaderEpochCache(LeaderEpochCheckpointFile(os.path.join(directory, LEADER_EPOCH_CHECKPOINT)))
         log.leader_epochs.truncate_from_end(log.log_end_offset)

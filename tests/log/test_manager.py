@@ -56,3 +56,23 @@ def test_truncation_rewinds_the_leader_epoch_cache(tmp_path):
     assert [tuple(entry) for entry in log.leader_epochs.entries] == [(1, 0), (4, 1)]
     manager.delete("t", 0)
     assert not (tmp_path / "t-0").exists()
+
+
+def test_unsynced_partition_metadata_is_queued_and_rewritten_when_lost(tmp_path, durability_events):
+    manager = LogManager(str(tmp_path))
+    topic_id = uuid.uuid4()
+    for partition in range(3):
+        manager.open("many", partition, LogConfig(), topic_id=topic_id, sync_metadata=False)
+    paths = manager.take_unsynced_metadata()
+    assert sorted(paths) == sorted(str(tmp_path / f"many-{p}" / "partition.metadata") for p in range(3))
+    assert manager.take_unsynced_metadata() == []
+    assert [event for event in durability_events if event[0] == "fsync"] == []  # new empty logs need none
+    manager.close()
+    # A crash after the rename but before the bytes reached the disk leaves an empty file: it is written again.
+    with open(paths[0], "wb"):
+        pass
+    reopened = LogManager(str(tmp_path))
+    assert reopened.open("many", 0, LogConfig(), topic_id=topic_id).topic_id == topic_id
+    with open(paths[0], "rb") as metadata:
+        assert metadata.read().startswith(b"version: 0\ntopic_id: ")
+    reopened.close()
