@@ -29,6 +29,7 @@ logger = logging.getLogger("kbroker.server")
 
 _API_VERSIONS_KEY = 18
 _RECEIVE_BYTES = 256 * 1024
+_DIRECT_READ_BYTES = 64 * 1024  # the rest of a frame this large is read straight into its own buffer
 
 
 @dataclass
@@ -99,6 +100,11 @@ class Server:
         idle_seconds = self.limits.idle_ms / 1000
         while True:
             frame = decoder.next_frame()
+            if frame is None and (partial := decoder.take_partial_frame(_DIRECT_READ_BYTES)) is not None:
+                frame = await _receive_rest(stream, *partial, idle_seconds)
+                if frame is None:
+                    logger.debug("connection from %s closed or idle inside a frame", peer)
+                    return
             if frame is None:
                 with trio.move_on_after(idle_seconds):
                     data = await stream.receive_some(_RECEIVE_BYTES)
@@ -139,6 +145,20 @@ class Server:
         else:
             answer.finish(response)
         return answer
+
+
+async def _receive_rest(stream: trio.SocketStream, body: bytearray, filled: int, idle_seconds: float) -> bytearray | None:
+    """Fill ``body`` from the socket; None if the peer closes or goes idle first."""
+    view = memoryview(body)
+    while filled < len(body):
+        with trio.move_on_after(idle_seconds):
+            received = await stream.socket.recv_into(view[filled:])
+            if not received:
+                return None
+            filled += received
+            continue
+        return None
+    return body
 
 
 class _Answer:

@@ -62,8 +62,35 @@ class FrameDecoder:
         size = _SIZE.unpack_from(self._buffer, self._start)[0]
         return max(1, 4 + size - available)
 
-    def next_frame(self) -> bytes | None:
-        """The next whole frame's body, or None until more bytes arrive."""
+    def take_partial_frame(self, min_size: int) -> tuple[bytearray, int] | None:
+        """Hand over an incomplete frame of at least ``min_size`` bytes, to be read straight into.
+
+        Returns a buffer the size of the frame's body holding the bytes that
+        have arrived, and how many those are; the decoder forgets them, and
+        the caller fills the rest (``socket.recv_into``) with no further
+        copies. None when the next frame is small, complete or not yet sized,
+        or while less than a quarter of it has arrived: a peer that claims a
+        large frame and sends little never makes us allocate more than four
+        times what it sent.
+        """
+        start = self._start
+        available = len(self._buffer) - start
+        if available < 4:
+            return None
+        size = _SIZE.unpack_from(self._buffer, start)[0]
+        if size < min_size or available >= 4 + size or (available - 4) * 4 < size:
+            return None
+        if size > self.max_frame_bytes:
+            raise FrameTooLarge(size, self.max_frame_bytes)
+        body = bytearray(size)
+        arrived = available - 4
+        body[:arrived] = memoryview(self._buffer)[start + 4 :]
+        self._buffer.clear()
+        self._start = 0
+        return body, arrived
+
+    def next_frame(self) -> bytearray | None:
+        """The next whole frame's body (a fresh, writable copy), or None until more bytes arrive."""
         start = self._start
         available = len(self._buffer) - start
         if available < 4:
@@ -73,7 +100,8 @@ class FrameDecoder:
             raise FrameTooLarge(size, self.max_frame_bytes) if size >= 0 else DecodeError(f"negative frame size {size}")
         if available < 4 + size:
             return None
-        body = bytes(self._buffer[start + 4 : start + 4 + size])
+        with memoryview(self._buffer) as buffer:  # one copy, into a writable body: produce stamps batches in place
+            body = bytearray(buffer[start + 4 : start + 4 + size])
         self._start = start + 4 + size
         if self._start > 65536 and self._start * 2 > len(self._buffer):
             del self._buffer[: self._start]

@@ -97,7 +97,9 @@ def _append(partition, records, result, version: int) -> int | None:
             result.error_code = ErrorCode.MESSAGE_TOO_LARGE
             return None
     try:
-        appended = log.append(bytearray(records), leader_epoch=partition.leader_epoch, validated=True)
+        if isinstance(records, bytes) or memoryview(records).readonly:
+            records = bytearray(records)  # the log stamps offsets in place; frames from the server are writable already
+        appended = log.append(records, leader_epoch=partition.leader_epoch, validated=True)
     except ProducerStateError as error:
         result.error_code = error.error_code
         result.error_message = str(error)

@@ -121,3 +121,19 @@ def test_response_regions_are_counted_in_the_size_but_not_copied():
     assert region.length == 1000
     assert struct.unpack_from(">i", frame)[0] == len(frame) - 4 + 1000
     assert struct.unpack_from(">i", frame, offset - 4)[0] == 1000
+
+
+def test_a_partial_large_frame_is_handed_over_once_a_quarter_has_arrived():
+    decoder = FrameDecoder(max_frame_bytes=1 << 20)
+    body = bytes(range(256)) * 400  # 102,400 bytes
+    frame = struct.pack(">i", len(body)) + body
+    decoder.feed(frame[:20_000])
+    assert decoder.take_partial_frame(64 * 1024) is None  # under a quarter: keep buffering as it arrives
+    decoder.feed(frame[20_000:40_000])
+    assert decoder.take_partial_frame(200_000) is None  # a small frame is never handed over
+    partial, arrived = decoder.take_partial_frame(64 * 1024)
+    assert (len(partial), arrived) == (len(body), 40_000 - 4)
+    assert partial[:arrived] == body[:arrived]
+    assert decoder.buffered_bytes == 0 and decoder.next_frame() is None
+    decoder.feed(frame[:10])  # the decoder goes on with the stream after the handed-over frame
+    assert decoder.buffered_bytes == 10
