@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 import trio
 
 from kbroker.config import BrokerConfig
+from kbroker.flusher import Flusher
 from kbroker.metadata.image import BrokerEndpoint, MetadataImage
 from kbroker.metadata.metadata_log import MetadataLog
 from kbroker.replica import Partition
@@ -73,6 +74,7 @@ class Broker:
         self.port: int | None = None
         self._partitions: dict[tuple[str, int], Partition] = {}
         self._nursery: trio.Nursery | None = None
+        self.flusher: Flusher | None = None  # started by run()
         self.producer_ids = ProducerIdBlock()
         for topic in self.image.topics.values():
             self._open_logs(topic)
@@ -98,7 +100,7 @@ class Broker:
         key = (topic, index)
         partition = self._partitions.get(key)
         if partition is None:
-            partition = self._partitions[key] = Partition(topic, index, self.logs.logs[key])
+            partition = self._partitions[key] = Partition(topic, index, self.logs.logs[key], self.flusher)
         return partition
 
     def flush_soon(self, partition: Partition, offset: int) -> None:
@@ -126,6 +128,7 @@ class Broker:
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Serve until cancelled; reports the bound (host, port) once listening."""
         settings = self.settings
+        self.flusher = Flusher()
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
@@ -137,6 +140,7 @@ class Broker:
                 self.image = replace(self.image, brokers=(endpoint,), version=self.image.version + 1)
                 task_status.started((endpoint.host, endpoint.port))
         finally:
+            self.flusher.stop()
             self.logs.close()
             self.metadata_log.close()
 

@@ -3,24 +3,27 @@
 On a single node the high watermark is the durable end of the log: a batch
 becomes visible to consumers once it is fsynced, which is also when an
 ``acks=all`` produce is answered (DESIGN.md, rule 5). Many producers share
-each fsync: the first one waiting runs it in a worker thread, the others
-wait for it (group commit).
+each fsync: the first one waiting hands it to the broker's flusher thread
+(kbroker/flusher.py), the others wait for it (group commit).
 """
 
 from __future__ import annotations
 
 import trio
 
+from kbroker.flusher import Flusher
 from log.partition_log import Log
 
 
 class Partition:
-    def __init__(self, topic: str, index: int, log: Log, leader_epoch: int = 0) -> None:
+    def __init__(self, topic: str, index: int, log: Log, flusher: Flusher, leader_epoch: int = 0) -> None:
         self.topic = topic
         self.index = index
         self.log = log
         self.leader_epoch = leader_epoch
-        self._flushing: trio.Event | None = None
+        self._flusher = flusher
+        self._flushing: trio.Event | None = None  # set when the fsync under way is done
+        self._flush_error: BaseException | None = None
         self._advanced = trio.Event()  # set (and replaced) whenever the high watermark moves
 
     @property
@@ -38,16 +41,20 @@ class Partition:
     async def wait_durable(self, offset: int) -> None:
         """Return once everything up to ``offset`` is fsynced, sharing fsyncs with other waiters."""
         while self.log.recovery_point <= offset:
-            if self._flushing is not None:
-                await self._flushing.wait()
-                continue
-            self._flushing = trio.Event()
-            try:
-                job = self.log.begin_flush()
-                await trio.to_thread.run_sync(job.run)
-                self.log.complete_flush(job)
-            finally:
-                flushing, self._flushing = self._flushing, None
-                flushing.set()
-            advanced, self._advanced = self._advanced, trio.Event()
-            advanced.set()
+            if self._flushing is None:
+                self._flushing = trio.Event()
+                self._flusher.submit(self.log.begin_flush(), self._flushed)
+            flushing = self._flushing
+            await flushing.wait()
+            if self._flush_error is not None:
+                raise self._flush_error
+
+    def _flushed(self, job, error: BaseException | None) -> None:
+        """The flusher's report, in the trio thread (so it lands even if every waiter was cancelled)."""
+        self._flush_error = error
+        if error is None:
+            self.log.complete_flush(job)
+        flushing, self._flushing = self._flushing, None
+        flushing.set()
+        advanced, self._advanced = self._advanced, trio.Event()
+        advanced.set()

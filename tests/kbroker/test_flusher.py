@@ -1,0 +1,79 @@
+"""The flusher thread: jobs run off the event loop, in batches, results back in trio; fsync errors reach the waiters."""
+
+import threading
+
+import pytest
+import trio
+
+from kbroker.flusher import Flusher
+from kbroker.replica import Partition
+from log.config import LogConfig
+from log.partition_log import Log
+from wire.records import Record, build_batch
+
+pytestmark = pytest.mark.trio
+
+
+class Job:
+    def __init__(self, gate: threading.Event | None = None, error: Exception | None = None):
+        self.gate, self.error, self.thread = gate, error, None
+
+    def run(self):
+        self.thread = threading.current_thread().name
+        if self.gate is not None:
+            assert self.gate.wait(10)
+        if self.error is not None:
+            raise self.error
+
+
+async def test_jobs_run_on_the_flusher_thread_and_report_in_trio():
+    flusher = Flusher()
+    gate = threading.Event()
+    reports = []
+    done = trio.Event()
+
+    def report(job, error):
+        reports.append((job, error, threading.current_thread() is threading.main_thread()))
+        if len(reports) == 4:
+            done.set()
+
+    first = Job(gate)
+    flusher.submit(first, report)
+    queued = [Job() for _ in range(3)]  # submitted while the first blocks: run as one batch after it
+    for job in queued:
+        flusher.submit(job, report)
+    gate.set()
+    with trio.fail_after(10):
+        await done.wait()
+    flusher.stop()
+    assert [job for job, _, _ in reports] == [first, *queued]
+    assert all(error is None and in_trio for _, error, in_trio in reports)
+    assert {job.thread for job in [first, *queued]} == {"kbroker-flusher"}
+
+
+async def test_an_fsync_error_reaches_every_waiter_and_the_next_flush_retries(tmp_path):
+    flusher = Flusher()
+    log = Log.open(str(tmp_path / "p-0"), LogConfig())
+    partition = Partition("p", 0, log, flusher)
+    log.append(bytearray(build_batch([Record(value=b"v")])))
+    failing = OSError(5, "Input/output error")
+    real_begin = log.begin_flush
+
+    def fail():
+        raise failing
+
+    def broken_job():
+        job = real_begin()
+        job.run = fail
+        return job
+
+    log.begin_flush = broken_job
+    with trio.fail_after(10), pytest.raises(OSError):
+        await partition.wait_durable(0)
+    assert partition.high_watermark == 0  # nothing acknowledged
+    log.begin_flush = real_begin
+    with trio.fail_after(10):
+        await partition.wait_durable(0)
+    assert partition.high_watermark == 1
+    flusher.stop()
+    log.close()
