@@ -312,7 +312,7 @@ class Log:
             for epoch, start_offset in epoch_starts:
                 self.leader_epochs.assign(epoch, start_offset)
         self._maybe_roll(len(view), first_offset, last_offset, now_ms)
-        self.active_segment.append(view, last_offset, max_timestamp, offset_of_max, first_timestamp)
+        self.active_segment.append(view, last_offset, max_timestamp, offset_of_max, first_timestamp, first_offset)
         self._update_producer_state(view, applied)
         self._unflushed_messages += last_offset - first_offset + 1
         if self._unflushed_messages >= self.config.flush_messages:

@@ -22,6 +22,7 @@ logger = logging.getLogger("log.segment")
 
 _SCAN_CHUNK_BYTES = 1024 * 1024
 _RELATIVE_OFFSET_MAX = 2**31 - 1  # index entries hold offsets relative to the base in 32 bits
+_RECENT_POSITIONS = 64
 
 
 def segment_file_name(base_offset: int, suffix: str) -> str:
@@ -77,6 +78,9 @@ class LogSegment:
         self.offset_of_max_timestamp = base_offset
         self.first_batch_timestamp: int | None = None
         self._bytes_since_index_entry = 0
+        # Where recent appends put their first batch: a consumer at the tail asks
+        # for exactly those offsets, and is then answered without an index scan.
+        self._recent_positions: dict[int, int] = {}
 
     def __repr__(self) -> str:
         return f"LogSegment(base_offset={self.base_offset}, size={self._size}, next_offset={self.next_offset})"
@@ -130,7 +134,8 @@ class LogSegment:
 
     # -- appending ------------------------------------------------------------
 
-    def append(self, data, last_offset: int, max_timestamp: int, offset_of_max_timestamp: int, first_timestamp: int) -> None:
+    def append(self, data, last_offset: int, max_timestamp: int, offset_of_max_timestamp: int, first_timestamp: int,
+               first_offset: int | None = None) -> None:
         """Write whole batches (offsets already stamped) at the end of the file."""
         position = self.size
         view = memoryview(data)
@@ -143,6 +148,10 @@ class LogSegment:
             os.ftruncate(self.fd, position)
             raise
         self._size = position + len(view)
+        if first_offset is not None:
+            if len(self._recent_positions) >= _RECENT_POSITIONS:
+                self._recent_positions.clear()
+            self._recent_positions[first_offset] = position
         if self.first_batch_timestamp is None:
             self.first_batch_timestamp = first_timestamp
         if max_timestamp > self.max_timestamp:
@@ -179,6 +188,11 @@ class LogSegment:
 
     def translate(self, offset: int) -> tuple[int, BatchHeader] | None:
         """The first batch whose last offset is >= ``offset``, via the index."""
+        recent = self._recent_positions.get(offset)
+        if recent is not None:
+            header = self._header_at(recent)
+            if header is not None and header.base_offset == offset:
+                return recent, header
         position = self._index_lookup(self.offset_index, offset)[1]
         for batch_position, header in self.batches_from(position):
             if header.last_offset >= offset:
@@ -225,6 +239,7 @@ class LogSegment:
         (runs past the end of the file), has a bad length, magic or CRC-32C,
         or goes back in offsets.
         """
+        self._recent_positions.clear()
         size = self.size
         position = 0
         # Never below the base offset: an empty segment (the log end after a truncation) ends where it starts.
@@ -361,6 +376,7 @@ class LogSegment:
             return 0
         position, _ = found
         removed = self.size - position
+        self._recent_positions.clear()
         os.ftruncate(self.fd, position)
         self._size = position
         self.offset_index.truncate_to(offset)
