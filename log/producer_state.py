@@ -48,7 +48,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from crc32c import crc32c
+from wire.crc import crc32c
 
 from log.checkpoint import fsync_directory, write_atomically
 from wire.errors import ErrorCode

@@ -11,7 +11,7 @@ import logging
 import os
 from dataclasses import dataclass
 
-from crc32c import crc32c
+from wire.crc import crc32c
 
 from log.index import CorruptIndexError, OffsetIndex, TimeIndex
 from log.txn_index import TransactionIndex

@@ -29,7 +29,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from crc32c import crc32c
+from wire.crc import crc32c
 
 from wire.compression import MAX_DECOMPRESSED_SIZE, ZSTD, compress, decompress
 from wire.errors import ErrorCode
