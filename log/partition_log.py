@@ -144,12 +144,17 @@ class Log:
         log._active_created_ms = now_ms
         for base_offset in log._scan_directory():
             log._add_segment(LogSegment(directory, base_offset, log.settings))
-        existing = bool(log.segments)
-        if not existing:
-            log._add_segment(LogSegment(directory, max(log_start_offset, 0), log.settings))
-        log.log_start_offset = max(log_start_offset, log.segments[0].base_offset)
-        # A new, empty log has nothing to make durable: lost in a crash, it is simply created again.
-        log._recover_from(recovery_point, flush=existing)
+        if log.segments:
+            log.log_start_offset = max(log_start_offset, log.segments[0].base_offset)
+            log._recover_from(recovery_point)
+        else:
+            # A new log: nothing to recover or make durable (lost in a crash, it is simply
+            # created again); its index files appear with their first entries.
+            segment = LogSegment(directory, max(log_start_offset, 0), log.settings)
+            segment.start_empty()
+            log._add_segment(segment)
+            log.log_start_offset = segment.base_offset
+            log.recovery_point = segment.base_offset
         log._load_producer_state()
         return log
 
@@ -186,7 +191,7 @@ class Log:
                 os.unlink(os.path.join(self.directory, name))
         return sorted(base_offsets)
 
-    def _recover_from(self, recovery_point: int, flush: bool = True) -> None:
+    def _recover_from(self, recovery_point: int) -> None:
         # Segments before the one holding the recovery point were fsynced: trusted, opened lazily.
         first = max(0, self._segment_index_for(recovery_point))
         index = first
@@ -211,9 +216,8 @@ class Log:
         for segment, following in zip(self.segments, self.segments[1:]):
             if segment.next_offset is None:
                 segment.next_offset = following.base_offset
-        if flush:
-            for segment in self.segments[first:]:
-                segment.flush()
+        for segment in self.segments[first:]:
+            segment.flush()
         self.recovery_point = self.log_end_offset
         self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
 

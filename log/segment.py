@@ -209,6 +209,11 @@ class LogSegment:
             self.recover()
             return index.lookup(key)
 
+    def start_empty(self) -> None:
+        """A brand-new segment: nothing to recover; its index files appear with their first entries."""
+        self._size = os.fstat(self.fd).st_size  # opening creates the log file: every segment has one
+        self.next_offset = self.base_offset
+
     def load_tail(self) -> None:
         """Learn next offset and max timestamp of a segment that needs no recovery."""
         try:
