@@ -189,9 +189,9 @@ class LeaderEpochCheckpointFile:
     def __init__(self, path):
         self.path = os.fspath(path)
 
-    def write(self, entries: Iterable[tuple[int, int]]) -> None:
+    def write(self, entries: Iterable[tuple[int, int]], durable: bool = True) -> None:
         lines = [f"{int(epoch)} {int(start_offset)}" for epoch, start_offset in entries]
-        write_atomically(self.path, _format_checkpoint(CHECKPOINT_VERSION, lines))
+        write_atomically(self.path, _format_checkpoint(CHECKPOINT_VERSION, lines), durable)
 
     def read(self) -> list[EpochEntry]:
         entries = []
@@ -210,13 +210,18 @@ class LeaderEpochCache:
     Kafka's LeaderEpochFileCache semantics. The entries are kept strictly increasing
     in both epoch and start offset: an assignment that contradicts that means the
     log diverged, and the later entries it conflicts with are dropped so lookups can
-    bisect. Unlike Kafka, truncations are flushed synchronously too; callers that
-    mind the fsync run them in a worker thread.
+    bisect.
+
+    As in Kafka since KAFKA-15046, a new epoch met while appending is written
+    without fsync: the log's next flush makes it durable with the batches
+    (see ``unsynced_writes``), so a producer's first batch in an epoch pays
+    no extra fsyncs on the event loop. Truncations are flushed at once.
     """
 
     def __init__(self, checkpoint_file: LeaderEpochCheckpointFile):
         self.checkpoint_file = checkpoint_file
         self._entries: list[EpochEntry] = []
+        self.unsynced_writes = 0  # checkpoint writes since the file was last fsynced (by the log's flush)
         # Replaying through _assign repairs a hand-edited or foreign non-monotonic file.
         for entry in checkpoint_file.read():
             try:
@@ -292,7 +297,7 @@ class LeaderEpochCache:
 
     def assign(self, epoch: int, start_offset: int) -> None:
         if self._assign(EpochEntry(epoch, start_offset)):
-            self._persist()
+            self._persist(durable=False)
 
     def assign_many(self, entries: Iterable[tuple[int, int]]) -> None:
         """Assign several entries (e.g. the batches of one fetch) with one checkpoint write."""
@@ -300,7 +305,7 @@ class LeaderEpochCache:
         for epoch, start_offset in entries:
             changed |= self._assign(EpochEntry(epoch, start_offset))
         if changed:
-            self._persist()
+            self._persist(durable=False)
 
     def truncate_from_end(self, end_offset: int) -> None:
         """Forget epochs starting at or after `end_offset` (the log was truncated there)."""
@@ -345,8 +350,13 @@ class LeaderEpochCache:
         self._entries.append(entry)
         return True
 
-    def _persist(self) -> None:
-        self.checkpoint_file.write(self._entries)
+    def _persist(self, durable: bool = True) -> None:
+        self.checkpoint_file.write(self._entries, durable)
+        self.unsynced_writes = 0 if durable else self.unsynced_writes + 1
+
+    def synced(self, writes: int) -> None:
+        """The log's flush fsynced the file as of ``writes`` unsynced writes."""
+        self.unsynced_writes = max(0, self.unsynced_writes - writes)
 
 
 def _epoch_of(entry: EpochEntry) -> int:

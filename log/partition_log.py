@@ -17,7 +17,7 @@ import os
 import time
 from dataclasses import dataclass
 
-from log.checkpoint import fsync_directory
+from log.checkpoint import fsync_directory, fsync_file_and_directory
 from log.config import LogConfig
 from log.producer_state import (
     DuplicateBatch,
@@ -87,11 +87,15 @@ class FlushJob:
     active: LogSegment | None = None  # the active segment when the job began
     directory: str | None = None  # set when a segment was created since the last flush
     truncations: int = 0  # the log's truncation count when the job began
+    epoch_checkpoint: str | None = None  # the leader-epoch checkpoint, when written without fsync since
+    epoch_writes: int = 0  # how many such writes this job makes durable
 
     def run(self) -> None:
         for segment in self.segments:
             # One fsync, not three: the active segment's indexes are recovery's to rebuild.
             segment.flush(indexes=segment is not self.active)
+        if self.epoch_checkpoint is not None:
+            fsync_file_and_directory(self.epoch_checkpoint)
         if self.directory is not None:
             fsync_directory(self.directory)  # as Kafka: a new segment's name must be durable too
 
@@ -564,13 +568,20 @@ class Log:
         first = max(0, self._segment_index_for(self.recovery_point))
         segments = list(self.segments[first:])
         created = any(segment.base_offset >= self.recovery_point for segment in segments)
-        return FlushJob(self.log_end_offset, segments, self.active_segment, self.directory if created else None, self._truncations)
+        epochs = self.leader_epochs
+        epoch_writes = epochs.unsynced_writes if epochs is not None else 0
+        return FlushJob(
+            self.log_end_offset, segments, self.active_segment, self.directory if created else None, self._truncations,
+            epochs.checkpoint_file.path if epoch_writes else None, epoch_writes,
+        )
 
     def complete_flush(self, job: FlushJob) -> None:
         # An fsync that ran across a truncation may have synced bytes that are gone
         # and missed ones appended in their place: it proves nothing.
         if job.truncations == self._truncations and job.target_offset > self.recovery_point:
             self.recovery_point = min(job.target_offset, self.log_end_offset)
+        if job.epoch_writes and self.leader_epochs is not None:
+            self.leader_epochs.synced(job.epoch_writes)
         if self.recovery_point >= self.log_end_offset:
             self._unflushed_messages = 0
         self._last_flush_ms = _now_ms()

@@ -77,3 +77,28 @@ async def test_an_fsync_error_reaches_every_waiter_and_the_next_flush_retries(tm
     assert partition.high_watermark == 1
     flusher.stop()
     log.close()
+
+
+async def test_many_waiting_partitions_share_one_syncfs(tmp_path, monkeypatch):
+    import kbroker.flusher as flusher_module
+
+    calls = []
+    real = flusher_module._syncfs
+    monkeypatch.setattr(flusher_module, "_syncfs", lambda fd: calls.append(fd) or real(fd))
+    flusher = Flusher()
+    logs = [Log.open(str(tmp_path / f"many-{i}"), LogConfig()) for i in range(40)]
+    partitions = [Partition("many", i, log, flusher) for i, log in enumerate(logs)]
+    gate = threading.Event()
+    flusher.submit(Job(gate), lambda job, error: None)  # holds the thread while all 40 queue up
+    for log in logs:
+        log.append(bytearray(build_batch([Record(value=b"v")])))
+    async with trio.open_nursery() as nursery:
+        for partition in partitions:
+            nursery.start_soon(partition.wait_durable, 0)
+        await trio.sleep(0.05)
+        gate.set()
+    assert len(calls) == 1
+    assert all(partition.high_watermark == 1 for partition in partitions)
+    flusher.stop()
+    for log in logs:
+        log.close()

@@ -14,6 +14,9 @@ from log.checkpoint import (
     LeaderEpochCache,
     LeaderEpochCheckpointFile,
 )
+from log.config import LogConfig
+from log.manager import LogManager
+from wire.records import Record, build_batch
 
 UNDEFINED = (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)
 
@@ -196,7 +199,7 @@ def test_truncation_that_changes_nothing_does_not_rewrite_the_checkpoint(checkpo
 def test_assign_many_writes_once(checkpoint_file, cache, monkeypatch):
     writes = []
     real_write = checkpoint_file.write
-    monkeypatch.setattr(checkpoint_file, "write", lambda entries: (writes.append(list(entries)), real_write(entries)))
+    monkeypatch.setattr(checkpoint_file, "write", lambda entries, durable=True: (writes.append(list(entries)), real_write(entries, durable)))
     cache.assign_many([(0, 0), (0, 5), (1, 9), (3, 12)])
     assert writes == [[EpochEntry(0, 0), EpochEntry(1, 9), EpochEntry(3, 12)]]
     cache.assign_many([(3, 13)])  # nothing new: no write
@@ -281,3 +284,20 @@ def test_invariants_and_queries_hold_after_any_operations(tmp_path_factory, oper
     for offset in range(0, 62):
         starting_before = [entry.epoch for entry in entries if entry.start_offset <= offset]
         assert cache.epoch_for_offset(offset) == (starting_before[-1] if starting_before else None)
+
+
+def test_a_new_epoch_while_appending_is_made_durable_by_the_next_flush(tmp_path, durability_events):
+    manager = LogManager(str(tmp_path))
+    log = manager.open("t", 0, LogConfig())
+    durability_events.clear()
+    log.append(bytearray(build_batch([Record(value=b"v")])), leader_epoch=3)
+    assert [e for e in durability_events if e[0] == "fsync"] == []  # the append itself syncs nothing
+    assert log.leader_epochs.unsynced_writes == 1
+    job = log.begin_flush()
+    assert job.epoch_checkpoint == log.leader_epochs.checkpoint_file.path
+    job.run()
+    log.complete_flush(job)
+    assert log.leader_epochs.unsynced_writes == 0
+    assert ("fsync", True) in durability_events  # the checkpoint's directory, for its rename
+    assert LeaderEpochCheckpointFile(job.epoch_checkpoint).read() == [EpochEntry(3, 0)]
+    manager.close()
