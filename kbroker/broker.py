@@ -38,12 +38,12 @@ class BrokerSettings:
     advertised_port: int | None = None
     data_dir: str = "./kbroker-data"
     limits: ServerLimits = ServerLimits()
+    sockets: tuple = ()  # listening sockets bound before the broker was built (kbroker.listen); else bind host:port
 
 
 def settings_from_config(config: BrokerConfig) -> BrokerSettings:
     """What this step of the broker uses from a :class:`kbroker.config.BrokerConfig`."""
-    names = set(config.controller_listener_names)
-    listener = next(e for e in config.listener_endpoints if e.listener_name not in names)
+    listener = config.client_endpoint
     advertised = next((e for e in config.advertised_broker_endpoints if e.listener_name == listener.listener_name), None)
     return BrokerSettings(
         node_id=config.node_id,
@@ -132,7 +132,7 @@ class Broker:
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
-                listeners = await nursery.start(self.server.serve, settings.host, settings.port)
+                listeners = await nursery.start(self.server.serve, settings.host, settings.port, settings.sockets)
                 self.port = listeners[0].socket.getsockname()[1]
                 endpoint = BrokerEndpoint(
                     settings.node_id, settings.advertised_host or settings.host, settings.advertised_port or self.port

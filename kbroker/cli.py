@@ -10,17 +10,16 @@ the broker cleanly: listeners close, logs are flushed and checkpointed.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
 import signal
 import sys
 import time
 
-import trio
-
 from kbroker import __version__
-from kbroker.broker import Broker, settings_from_config
 from kbroker.config import BrokerConfig, ConfigError
+from kbroker.listen import bind_listeners
 
 logger = logging.getLogger("kbroker")
 
@@ -33,7 +32,9 @@ def parse_arguments(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-async def serve(broker: Broker, started_at: float) -> None:
+async def serve(broker, started_at: float) -> None:
+    import trio
+
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:
             host, port = await nursery.start(broker.run)
@@ -65,11 +66,21 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         config = BrokerConfig.load(arguments.config, os.environ, arguments.override)
-        broker = Broker(settings_from_config(config), config)
     except ConfigError as error:
         print(f"kbroker: {error}", file=sys.stderr)
         return 2
-    trio.run(serve, broker, started_at)
+    endpoint = config.client_endpoint
+    try:
+        sockets = bind_listeners(endpoint.host, endpoint.port)
+    except OSError as error:
+        print(f"kbroker: cannot listen on {endpoint.host or '*'}:{endpoint.port}: {error}", file=sys.stderr)
+        return 1
+    import trio  # the slow imports come after the port is open (kbroker/listen.py says why)
+
+    from kbroker.broker import Broker, settings_from_config
+
+    settings = dataclasses.replace(settings_from_config(config), sockets=tuple(sockets))
+    trio.run(serve, Broker(settings, config), started_at)
     logger.info("stopped")
     return 0
 

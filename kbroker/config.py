@@ -311,6 +311,12 @@ class BrokerConfig:
         return [endpoint for endpoint in self.listener_endpoints if endpoint.listener_name in names]
 
     @property
+    def client_endpoint(self) -> Endpoint:
+        """The listener clients connect to: the first that is not the controller's."""
+        names = self.controller_listener_names
+        return next(endpoint for endpoint in self.listener_endpoints if endpoint.listener_name not in names)
+
+    @property
     def advertised_broker_endpoints(self) -> list[Endpoint]:
         """What Metadata responses advertise: the advertised listeners that are not the controller's."""
         names = self.controller_listener_names

@@ -57,9 +57,12 @@ class Server:
         self.limits = limits or ServerLimits()
         self.connections = 0
 
-    async def serve(self, host: str, port: int, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        """Listen on (host, port); reports the listeners through ``task_status``."""
-        listeners = await trio.open_tcp_listeners(port, host=host)
+    async def serve(self, host: str, port: int, sockets=(), *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """Listen on (host, port), or on ``sockets`` already bound; reports the listeners through ``task_status``."""
+        if sockets:
+            listeners = [trio.SocketListener(trio.socket.from_stdlib_socket(sock)) for sock in sockets]
+        else:
+            listeners = await trio.open_tcp_listeners(port, host=host)
         task_status.started(listeners)
         await trio.serve_listeners(self._connection, listeners)
 
