@@ -7,6 +7,7 @@ import pytest
 import trio
 
 from kbroker.broker import Broker, BrokerSettings
+from kbroker.listen import bind_listeners
 from kbroker.server import ServerLimits
 from wire.errors import ErrorCode
 from wire.frame import decode_response, encode_request
@@ -154,4 +155,20 @@ async def test_stock_clients_read_metadata(tmp_path):
         metadata = await trio.to_thread.run_sync(confluent)
         assert [(b.id, b.host, b.port) for b in metadata.brokers.values()] == [(1, host, port)]
         assert await trio.to_thread.run_sync(kafka_python) == set()
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_connection_made_before_the_broker_starts_is_served(tmp_path):
+    """The kbroker command binds its listener first (kbroker.listen): early clients wait in the backlog."""
+    [listening] = bind_listeners("127.0.0.1", 0)
+    port = listening.getsockname()[1]
+    early = socket.create_connection(("127.0.0.1", port), timeout=10)  # accepted by the kernel, not yet by us
+    early.sendall(api_versions_request(3))
+    broker = Broker(BrokerSettings(host="127.0.0.1", port=port, data_dir=str(tmp_path), sockets=(listening,)))
+    async with trio.open_nursery() as nursery:
+        await nursery.start(broker.run)
+        stream = trio.SocketStream(trio.socket.from_stdlib_socket(early))
+        _, response = decode_response(18, 3, await read_frame(stream))
+        assert response.error_code == ErrorCode.NONE and response.api_keys
+        await stream.aclose()
         nursery.cancel_scope.cancel()
