@@ -46,6 +46,7 @@ class LogManager:
         os.makedirs(log_dir, exist_ok=True)
         self._recovery_points = OffsetCheckpointFile(os.path.join(log_dir, RECOVERY_POINT_CHECKPOINT))
         self._log_starts = OffsetCheckpointFile(os.path.join(log_dir, LOG_START_OFFSET_CHECKPOINT))
+        self._checkpointed: tuple[dict, dict] | None = None  # both files' contents; only this manager writes them
         self.logs: dict[TopicPartition, Log] = {}
         self._unsynced_metadata: list[str] = []
 
@@ -79,8 +80,8 @@ class LogManager:
         log = Log.open(
             directory,
             config,
-            recovery_point=self._recovery_points.read().get(key, 0),
-            log_start_offset=self._log_starts.read().get(key, 0),
+            recovery_point=self._checkpoint_values()[0].get(key, 0),
+            log_start_offset=self._checkpoint_values()[1].get(key, 0),
         )
         metadata = PartitionMetadataFile(os.path.join(directory, PARTITION_METADATA))
         if topic_id is not None and metadata.read() != topic_id:
@@ -95,8 +96,17 @@ class LogManager:
 
     def checkpoint(self) -> None:
         """Persist every open partition's recovery point and log start offset."""
-        self._recovery_points.write({key: log.recovery_point for key, log in self.logs.items()})
-        self._log_starts.write({key: log.log_start_offset for key, log in self.logs.items()})
+        recovery_points = {key: log.recovery_point for key, log in self.logs.items()}
+        log_starts = {key: log.log_start_offset for key, log in self.logs.items()}
+        self._recovery_points.write(recovery_points)
+        self._log_starts.write(log_starts)
+        self._checkpointed = recovery_points, log_starts
+
+    def _checkpoint_values(self) -> tuple[dict, dict]:
+        """(recovery points, log start offsets) as last checkpointed, read from the files once."""
+        if self._checkpointed is None:
+            self._checkpointed = self._recovery_points.read(), self._log_starts.read()
+        return self._checkpointed
 
     def delete(self, topic: str, partition: int) -> None:
         key = (topic, partition)
