@@ -38,14 +38,17 @@ class Partition:
         """An event set the next time the high watermark moves (for long-polling fetches)."""
         return self._advanced
 
+    def start_flush(self, offset: int) -> None:
+        """See that an fsync covering ``offset`` is under way or done (without waiting for it)."""
+        if self.log.recovery_point <= offset and self._flushing is None:
+            self._flushing = trio.Event()
+            self._flusher.submit(self.log.begin_flush(), self._flushed)
+
     async def wait_durable(self, offset: int) -> None:
         """Return once everything up to ``offset`` is fsynced, sharing fsyncs with other waiters."""
         while self.log.recovery_point <= offset:
-            if self._flushing is None:
-                self._flushing = trio.Event()
-                self._flusher.submit(self.log.begin_flush(), self._flushed)
-            flushing = self._flushing
-            await flushing.wait()
+            self.start_flush(offset)
+            await self._flushing.wait()
             if self._flush_error is not None:
                 raise self._flush_error
 

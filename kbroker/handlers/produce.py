@@ -11,8 +11,6 @@ as Kafka does, before it is appended.
 
 from __future__ import annotations
 
-import trio
-
 from kbroker import handlers
 from log.partition_log import ProducerStateError
 from wire import DecodeError
@@ -57,9 +55,10 @@ async def handle(broker, context, request):
     if request.acks == -1 and durable_waits:
 
         async def durable():
-            async with trio.open_nursery() as nursery:
-                for partition, last_offset in durable_waits:
-                    nursery.start_soon(partition.wait_durable, last_offset)
+            for partition, last_offset in durable_waits:  # every partition's fsync under way at once,
+                partition.start_flush(last_offset)
+            for partition, last_offset in durable_waits:  # then waited for in turn
+                await partition.wait_durable(last_offset)
 
         return handlers.Deferred(response, durable)
     for partition, last_offset in durable_waits:
