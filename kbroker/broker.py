@@ -103,10 +103,6 @@ class Broker:
             partition = self._partitions[key] = Partition(topic, index, self.logs.logs[key], self.flusher)
         return partition
 
-    def flush_soon(self, partition: Partition, offset: int) -> None:
-        """Make ``offset`` durable in the background (acks 0 and 1 do not wait for it)."""
-        self._nursery.start_soon(partition.wait_durable, offset)
-
     def apply_topic_config(self, name: str) -> None:
         """Give the topic's open logs the settings its current configs make (after AlterConfigs)."""
         topic = self.image.topics[name]

@@ -24,6 +24,7 @@ class Partition:
         self._flusher = flusher
         self._flushing: trio.Event | None = None  # set when the fsync under way is done
         self._flush_error: BaseException | None = None
+        self._wanted = -1  # the highest offset someone asked to be made durable
         self._advanced = trio.Event()  # set (and replaced) whenever the high watermark moves
 
     @property
@@ -39,18 +40,25 @@ class Partition:
         return self._advanced
 
     def start_flush(self, offset: int) -> None:
-        """See that an fsync covering ``offset`` is under way or done (without waiting for it)."""
+        """Have everything up to ``offset`` made durable, without waiting: a flush starts now,
+        or follows the one under way if that began before ``offset`` was appended."""
+        self._wanted = max(self._wanted, offset)
         if self.log.recovery_point <= offset and self._flushing is None:
-            self._flushing = trio.Event()
-            self._flusher.submit(self.log.begin_flush(), self._flushed)
+            self._begin_flush()
 
     async def wait_durable(self, offset: int) -> None:
         """Return once everything up to ``offset`` is fsynced, sharing fsyncs with other waiters."""
+        self.start_flush(offset)
         while self.log.recovery_point <= offset:
-            self.start_flush(offset)
+            if self._flushing is None:  # the last flush failed: try again
+                self._begin_flush()
             await self._flushing.wait()
             if self._flush_error is not None:
                 raise self._flush_error
+
+    def _begin_flush(self) -> None:
+        self._flushing = trio.Event()
+        self._flusher.submit(self.log.begin_flush(), self._flushed)
 
     def _flushed(self, job, error: BaseException | None) -> None:
         """The flusher's report, in the trio thread (so it lands even if every waiter was cancelled)."""
@@ -58,6 +66,10 @@ class Partition:
         if error is None:
             self.log.complete_flush(job)
         flushing, self._flushing = self._flushing, None
+        # What was asked for meanwhile (and still exists: a truncation may have cut it) goes next.
+        wanted = min(self._wanted, self.log.log_end_offset - 1)
+        if error is None and self.log.recovery_point <= wanted:
+            self._begin_flush()
         flushing.set()
         advanced, self._advanced = self._advanced, trio.Event()
         advanced.set()

@@ -47,6 +47,7 @@ async def handle(broker, context, request):
                 partition = broker.partition(topic.name, data.index)
                 last_offset = _append(partition, data.records, result, version)
                 if last_offset is not None:
+                    partition.start_flush(last_offset)  # acks 0 and 1 do not wait for it; consumers do
                     durable_waits.append((partition, last_offset))
             partitions.append(result)
         topics.append(TopicResult(name=topic_data.name, partition_responses=partitions))
@@ -55,14 +56,10 @@ async def handle(broker, context, request):
     if request.acks == -1 and durable_waits:
 
         async def durable():
-            for partition, last_offset in durable_waits:  # every partition's fsync under way at once,
-                partition.start_flush(last_offset)
-            for partition, last_offset in durable_waits:  # then waited for in turn
+            for partition, last_offset in durable_waits:  # their fsyncs are all under way already
                 await partition.wait_durable(last_offset)
 
         return handlers.Deferred(response, durable)
-    for partition, last_offset in durable_waits:
-        broker.flush_soon(partition, last_offset)
     return None if request.acks == 0 else response
 
 

@@ -102,3 +102,22 @@ async def test_many_waiting_partitions_share_one_syncfs(tmp_path, monkeypatch):
     flusher.stop()
     for log in logs:
         log.close()
+
+
+async def test_a_flush_asked_for_during_one_under_way_follows_it_unasked(tmp_path):
+    """acks=0/1 produces only ask for a flush; one appended while an fsync runs is still made durable (consumers see it)."""
+    flusher = Flusher()
+    log = Log.open(str(tmp_path / "p-0"), LogConfig())
+    partition = Partition("p", 0, log, flusher)
+    gate = threading.Event()
+    flusher.submit(Job(gate), lambda job, error: None)  # hold the flusher thread
+    log.append(bytearray(build_batch([Record(value=b"first")])))
+    partition.start_flush(0)
+    log.append(bytearray(build_batch([Record(value=b"second")])))
+    partition.start_flush(1)  # the flush for offset 0 is queued already: this one must follow it
+    gate.set()
+    with trio.fail_after(10):
+        while partition.high_watermark < 2:
+            await partition.advanced().wait()
+    flusher.stop()
+    log.close()
