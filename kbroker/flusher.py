@@ -61,9 +61,13 @@ class Flusher:
                 batch, self._pending = self._pending, []
                 if not batch and self._stopping:
                     return
-            if len(batch) >= SYNCFS_MIN_JOBS and _syncfs is not None:
-                results = _sync_filesystems(batch)
-            else:
+            try:
+                if len(batch) >= SYNCFS_MIN_JOBS and _syncfs is not None:
+                    results = _sync_filesystems(batch)
+                else:
+                    results = [(job, done, _run_job(job)) for job, done in batch]
+            except Exception:  # never strand the waiters: each job on its own, errors to its waiters
+                logger.exception("flushing %d jobs together failed; flushing them one by one", len(batch))
                 results = [(job, done, _run_job(job)) for job, done in batch]
             try:
                 self._token.run_sync_soon(_deliver, results)

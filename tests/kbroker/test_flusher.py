@@ -17,9 +17,11 @@ pytestmark = pytest.mark.trio
 class Job:
     def __init__(self, gate: threading.Event | None = None, error: Exception | None = None):
         self.gate, self.error, self.thread = gate, error, None
+        self.started = threading.Event()
 
     def run(self):
         self.thread = threading.current_thread().name
+        self.started.set()
         if self.gate is not None:
             assert self.gate.wait(10)
         if self.error is not None:
@@ -89,7 +91,9 @@ async def test_many_waiting_partitions_share_one_syncfs(tmp_path, monkeypatch):
     logs = [Log.open(str(tmp_path / f"many-{i}"), LogConfig()) for i in range(40)]
     partitions = [Partition("many", i, log, flusher) for i, log in enumerate(logs)]
     gate = threading.Event()
-    flusher.submit(Job(gate), lambda job, error: None)  # holds the thread while all 40 queue up
+    holder = Job(gate)
+    flusher.submit(holder, lambda job, error: None)  # holds the thread while all 40 queue up
+    assert holder.started.wait(10)
     for log in logs:
         log.append(bytearray(build_batch([Record(value=b"v")])))
     async with trio.open_nursery() as nursery:
@@ -110,7 +114,9 @@ async def test_a_flush_asked_for_during_one_under_way_follows_it_unasked(tmp_pat
     log = Log.open(str(tmp_path / "p-0"), LogConfig())
     partition = Partition("p", 0, log, flusher)
     gate = threading.Event()
-    flusher.submit(Job(gate), lambda job, error: None)  # hold the flusher thread
+    holder = Job(gate)
+    flusher.submit(holder, lambda job, error: None)  # hold the flusher thread
+    assert holder.started.wait(10)
     log.append(bytearray(build_batch([Record(value=b"first")])))
     partition.start_flush(0)
     log.append(bytearray(build_batch([Record(value=b"second")])))
@@ -121,3 +127,30 @@ async def test_a_flush_asked_for_during_one_under_way_follows_it_unasked(tmp_pat
             await partition.advanced().wait()
     flusher.stop()
     log.close()
+
+
+async def test_a_job_that_breaks_the_batch_path_still_reports_to_its_waiters():
+    """Whatever goes wrong on the flusher thread, every waiter hears back (an error or success), none hangs."""
+    import kbroker.flusher as flusher_module
+
+    flusher = Flusher()
+    gate = threading.Event()
+    holder = Job(gate)
+    reports = []
+    done = trio.Event()
+
+    def report(job, error):
+        reports.append((job, error))
+        if len(reports) == flusher_module.SYNCFS_MIN_JOBS + 1:
+            done.set()
+
+    flusher.submit(holder, report)
+    assert holder.started.wait(10)
+    odd = [Job() for _ in range(flusher_module.SYNCFS_MIN_JOBS)]  # no segments: the syncfs path cannot take them
+    for job in odd:
+        flusher.submit(job, report)
+    gate.set()
+    with trio.fail_after(10):
+        await done.wait()
+    flusher.stop()
+    assert [job for job, _ in reports] == [holder, *odd] and all(error is None for _, error in reports)
