@@ -71,8 +71,11 @@ def apply_record(image: MetadataImage, record) -> MetadataImage:
         partition = PartitionState(
             record.partition_id, record.leader, record.leader_epoch, tuple(record.replicas), tuple(record.isr)
         )
-        kept = tuple(p for p in topic.partitions if p.partition != record.partition_id)
-        partitions = tuple(sorted(kept + (partition,), key=lambda p: p.partition))
+        if record.partition_id == len(topic.partitions):  # the next one, as topics are created and grown
+            partitions = topic.partitions + (partition,)
+        else:
+            kept = tuple(p for p in topic.partitions if p.partition != record.partition_id)
+            partitions = tuple(sorted(kept + (partition,), key=lambda p: p.partition))
         topics = {**topics, topic.name: replace(topic, partitions=partitions)}
     elif isinstance(record, records.ConfigRecord) and record.resource_type == TOPIC_RESOURCE:
         topic = topics[record.resource_name]
