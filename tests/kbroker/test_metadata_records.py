@@ -148,3 +148,16 @@ def test_a_string_running_past_the_end_is_a_decode_error():
     assert encoded[4] == len("topic") + 1  # after frame version, key, version, resource_type
     with pytest.raises(DecodeError):
         CODEC.decode(encoded[:4] + b"\x7f" + encoded[5:])
+
+
+def test_image_partitions_stay_ordered_whether_appended_or_replaced():
+    from kbroker.metadata.image import MetadataImage, apply_record
+
+    topic_id = uuid.uuid4()
+    image = apply_record(MetadataImage(cluster_id="c", controller_id=1), records.TopicRecord(name="t", topic_id=topic_id))
+    for index in range(3):  # created in order: each one appended
+        image = apply_record(image, records.PartitionRecord(partition_id=index, topic_id=topic_id, replicas=[1], isr=[1], leader=1, leader_epoch=0))
+    image = apply_record(image, records.PartitionRecord(partition_id=1, topic_id=topic_id, replicas=[1], isr=[1], leader=1, leader_epoch=4))
+    partitions = image.topics["t"].partitions
+    assert [p.partition for p in partitions] == [0, 1, 2]
+    assert [p.leader_epoch for p in partitions] == [0, 4, 0]
