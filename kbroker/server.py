@@ -230,16 +230,16 @@ class _Outbox:
 async def _write_in_order(stream: trio.SocketStream, outbox: _Outbox) -> None:
     while (answers := await outbox.take_finished()) is not None:
         for answer in answers:
-            await send_response(stream, answer.frame, checkpoint=False)
+            await send_response(stream, answer.frame)
         await trio.lowlevel.checkpoint()
 
 
-async def send_response(stream: trio.SocketStream, frame, checkpoint: bool = True) -> None:
+async def send_response(stream: trio.SocketStream, frame) -> None:
     """Write a response frame, sending its file regions straight from the page cache.
 
-    The pieces go straight to the non-blocking socket, waiting only when it
-    is full: a frame costs one pass through the scheduler, not one per piece
-    (a Fetch answer has two pieces per partition).
+    The pieces go straight to the non-blocking socket and yield only when it
+    is full, not once per piece (a Fetch answer has two pieces per
+    partition); the caller takes the scheduling point.
     """
     fd = stream.socket.fileno()
     view = memoryview(frame)
@@ -249,8 +249,6 @@ async def send_response(stream: trio.SocketStream, frame, checkpoint: bool = Tru
         await _sendfile(fd, region.fd, region.position, region.length)
         sent = offset
     await _send_bytes(fd, view[sent:])
-    if checkpoint:
-        await trio.lowlevel.checkpoint()
 
 
 async def _send_bytes(fd: int, data: memoryview) -> None:

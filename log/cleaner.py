@@ -79,7 +79,6 @@ from wire.records import (
     LOG_APPEND_TIME,
     BatchHeader,
     ControlRecordType,
-    build_batch,
     control_record_type,
     decode_records,
     iter_batches,
@@ -514,17 +513,4 @@ def _rebuild(header: BatchHeader, kept: list, delete_horizon_ms: int | None) -> 
 
 def _empty_batch(header: BatchHeader) -> bytes:
     """Kafka's empty batch: the header alone, timestamps set to the batch's max timestamp."""
-    return build_batch(
-        [],
-        base_offset=header.base_offset,
-        producer_id=header.producer_id,
-        producer_epoch=header.producer_epoch,
-        base_sequence=header.base_sequence,
-        transactional=header.is_transactional,
-        control=header.is_control,
-        timestamp_type=header.timestamp_type,
-        partition_leader_epoch=header.partition_leader_epoch,
-        base_timestamp=header.max_timestamp,
-        max_timestamp=header.max_timestamp,
-        last_offset_delta=header.last_offset_delta,
-    )
+    return rebuild_batch(header, [], compression=0, base_timestamp=header.max_timestamp, delete_horizon=False)
