@@ -218,12 +218,13 @@ class LeaderEpochCache:
     no extra fsyncs on the event loop. Truncations are flushed at once.
     """
 
-    def __init__(self, checkpoint_file: LeaderEpochCheckpointFile):
+    def __init__(self, checkpoint_file: LeaderEpochCheckpointFile, *, read: bool = True):
+        """``read=False`` for a log whose directory was just made: there is no file to read."""
         self.checkpoint_file = checkpoint_file
         self._entries: list[EpochEntry] = []
         self.unsynced_writes = 0  # checkpoint writes since the file was last fsynced (by the log's flush)
         # Replaying through _assign repairs a hand-edited or foreign non-monotonic file.
-        for entry in checkpoint_file.read():
+        for entry in checkpoint_file.read() if read else ():
             try:
                 self._assign(entry)
             except ValueError as error:

@@ -84,12 +84,13 @@ class LogManager:
             log_start_offset=self._checkpoint_values()[1].get(key, 0),
         )
         metadata = PartitionMetadataFile(os.path.join(directory, PARTITION_METADATA))
-        if topic_id is not None and metadata.read() != topic_id:
+        if topic_id is not None and (log.created or metadata.read() != topic_id):
             metadata.write(topic_id, durable=sync_metadata)
             if not sync_metadata:
                 self._unsynced_metadata.append(metadata.path)
-        log.topic_id = metadata.read()
-        log.leader_epochs = LeaderEpochCache(LeaderEpochCheckpointFile(os.path.join(directory, LEADER_EPOCH_CHECKPOINT)))
+        log.topic_id = topic_id if log.created else metadata.read()
+        epochs = LeaderEpochCheckpointFile(os.path.join(directory, LEADER_EPOCH_CHECKPOINT))
+        log.leader_epochs = LeaderEpochCache(epochs, read=not log.created)
         log.leader_epochs.truncate_from_end(log.log_end_offset)
         self.logs[key] = log
         return log

@@ -100,6 +100,17 @@ class FlushJob:
             fsync_directory(self.directory)  # as Kafka: a new segment's name must be durable too
 
 
+def _make_directory(directory: str) -> bool:
+    """Make ``directory`` (and its parents); False if it was there already."""
+    try:
+        os.mkdir(directory)
+    except FileExistsError:
+        return False
+    except FileNotFoundError:
+        os.makedirs(directory, exist_ok=True)
+    return True
+
+
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -123,6 +134,7 @@ class Log:
         self.topic_id = None
         self.leader_epochs = None
         self.producer_state = ProducerStateManager()
+        self.created = False  # True when open() made the directory: it held nothing before
 
     # -- opening --------------------------------------------------------------
 
@@ -143,24 +155,32 @@ class Log:
         is dropped. Segments before it are trusted and opened lazily.
         """
         log = cls(directory, config or LogConfig())
-        os.makedirs(directory, exist_ok=True)
         now_ms = _now_ms() if now_ms is None else now_ms
         log._active_created_ms = now_ms
+        if _make_directory(directory):
+            # A directory made just now holds nothing to scan, recover or replay: creating
+            # thousands of partitions then costs one mkdir each and no file until data comes.
+            log._start_empty(log_start_offset)
+            log.created = True
+            return log
         for base_offset in log._scan_directory():
             log._add_segment(LogSegment(directory, base_offset, log.settings))
         if log.segments:
             log.log_start_offset = max(log_start_offset, log.segments[0].base_offset)
             log._recover_from(recovery_point)
         else:
-            # A new log: nothing to recover or make durable (lost in a crash, it is simply
-            # created again); its index files appear with their first entries.
-            segment = LogSegment(directory, max(log_start_offset, 0), log.settings)
-            segment.start_empty()
-            log._add_segment(segment)
-            log.log_start_offset = segment.base_offset
-            log.recovery_point = segment.base_offset
+            log._start_empty(log_start_offset)
         log._load_producer_state()
         return log
+
+    def _start_empty(self, log_start_offset: int) -> None:
+        # A new log: nothing to recover or make durable (lost in a crash, it is simply
+        # created again); its files appear with the first batch.
+        segment = LogSegment(self.directory, max(log_start_offset, 0), self.settings)
+        segment.start_empty()
+        self._add_segment(segment)
+        self.log_start_offset = segment.base_offset
+        self.recovery_point = segment.base_offset
 
     def _load_producer_state(self) -> None:
         """The newest producer snapshot at or below the log end, plus every batch after it."""

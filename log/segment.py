@@ -210,8 +210,9 @@ class LogSegment:
             return index.lookup(key)
 
     def start_empty(self) -> None:
-        """A brand-new segment: nothing to recover; its index files appear with their first entries."""
-        self._size = os.fstat(self.fd).st_size  # opening creates the log file: every segment has one
+        """A brand-new segment (no file of its name exists): nothing to recover; its files
+        appear with the first append, or flush."""
+        self._size = 0
         self.next_offset = self.base_offset
 
     def load_tail(self) -> None:

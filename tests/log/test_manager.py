@@ -76,3 +76,22 @@ def test_unsynced_partition_metadata_is_queued_and_rewritten_when_lost(tmp_path,
     with open(paths[0], "rb") as metadata:
         assert metadata.read().startswith(b"version: 0\ntopic_id: ")
     reopened.close()
+
+
+def test_a_new_partition_is_one_directory_and_its_metadata_until_data_comes(tmp_path):
+    manager = LogManager(str(tmp_path))
+    topic_id = uuid.uuid4()
+    log = manager.open("fresh", 0, LogConfig(), topic_id=topic_id, sync_metadata=False)
+    assert log.created and log.topic_id == topic_id
+    assert sorted(os.listdir(tmp_path / "fresh-0")) == ["partition.metadata"]
+    assert (log.log_start_offset, log.log_end_offset, log.read(0, 1 << 20)) == (0, 0, None)
+    manager.close()
+
+    # Reopened before any data: still an empty log, still nothing to recover.
+    reopened = LogManager(str(tmp_path))
+    log = reopened.open("fresh", 0, LogConfig(), topic_id=topic_id)
+    assert not log.created and (log.log_end_offset, log.topic_id) == (0, topic_id)
+    log.append(batch([b"first"]), leader_epoch=0)
+    assert "00000000000000000000.log" in os.listdir(tmp_path / "fresh-0")
+    reopened.close()
+    assert LogManager(str(tmp_path)).open("fresh", 0).log_end_offset == 1
