@@ -133,6 +133,32 @@ async def test_pipelined_requests_are_answered_in_order(tmp_path):
         nursery.cancel_scope.cancel()
 
 
+async def test_many_small_answers_finished_together_arrive_whole_and_in_order(tmp_path):
+    # Answers that finish together leave in one write: every frame must still be whole.
+    async with trio.open_nursery() as nursery:
+        _, _, port = await start(nursery, tmp_path)
+        stream = await trio.open_tcp_stream("127.0.0.1", port)
+        metadata = API_BY_NAME["Metadata"].request_class(topics=None)
+        frames = [
+            encode_request(3, 12, n, "t", metadata) if n % 7 == 0 else api_versions_request(3, n) for n in range(300)
+        ]
+        await stream.send_all(b"".join(frames))
+        answers = []
+        buffered = b""
+        with trio.fail_after(10):
+            while len(answers) < 300:
+                buffered += await stream.receive_some(1 << 20)
+                while len(buffered) >= 4 and len(buffered) >= 4 + struct.unpack_from(">i", buffered)[0]:
+                    size = struct.unpack_from(">i", buffered)[0]
+                    answers.append(buffered[4 : 4 + size])
+                    buffered = buffered[4 + size :]
+        assert [struct.unpack_from(">i", body)[0] for body in answers] == list(range(300))
+        assert len({body[4:] for n, body in enumerate(answers) if n % 7}) == 1  # every ApiVersions answer alike
+        assert buffered == b""
+        await stream.aclose()
+        nursery.cancel_scope.cancel()
+
+
 async def test_stock_clients_read_metadata(tmp_path):
     import confluent_kafka.admin
     import kafka
