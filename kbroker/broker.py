@@ -16,6 +16,7 @@ import trio
 
 from kbroker.config import BrokerConfig
 from kbroker.flusher import Flusher
+from kbroker.group.shell import GroupShell
 from kbroker.metadata.image import BrokerEndpoint, MetadataImage
 from kbroker.metadata.metadata_log import MetadataLog
 from kbroker.replica import Partition
@@ -76,6 +77,7 @@ class Broker:
         self._nursery: trio.Nursery | None = None
         self.flusher: Flusher | None = None  # started by run()
         self.producer_ids = ProducerIdBlock()
+        self.groups = GroupShell(self)
         for topic in self.image.topics.values():
             self._open_logs(topic)
 
@@ -128,6 +130,7 @@ class Broker:
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
+                await nursery.start(self.groups.run)
                 listeners = await nursery.start(self.server.serve, settings.host, settings.port, settings.sockets)
                 self.port = listeners[0].socket.getsockname()[1]
                 endpoint = BrokerEndpoint(

@@ -1,6 +1,7 @@
 """FindCoordinator (10): which broker coordinates a consumer group or a transactional id.
 
-On a single node that is always this broker, for groups. Transaction
+On a single node that is always this broker, for groups; the first lookup
+creates ``__consumer_offsets``. Transaction
 coordinators are refused with COORDINATOR_NOT_AVAILABLE until transactions
 exist. Besides group clients, librdkafka needs this API advertised before it
 will compress with lz4 (it takes FindCoordinator v0 as the sign of a broker
@@ -10,6 +11,7 @@ that understands lz4).
 from __future__ import annotations
 
 from kbroker import handlers
+from kbroker.group.coordinator import GroupError
 from wire.errors import ErrorCode
 from wire.schema import API_BY_NAME
 
@@ -37,6 +39,10 @@ def _find(broker, key_type: int, key: str) -> Coordinator:
         return _refused(key, ErrorCode.INVALID_REQUEST, "The coordinator key must not be empty")
     if key_type == TRANSACTION:
         return _refused(key, ErrorCode.COORDINATOR_NOT_AVAILABLE, "This broker does not coordinate transactions yet")
+    try:
+        broker.groups.ensure_offsets_topic()  # created at the first group lookup, as Kafka does
+    except GroupError as error:
+        return _refused(key, ErrorCode.COORDINATOR_NOT_AVAILABLE, str(error))
     node_id = broker.settings.node_id
     endpoint = next((b for b in broker.image.brokers if b.node_id == node_id), None)
     if endpoint is None:

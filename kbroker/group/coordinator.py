@@ -1,0 +1,366 @@
+"""Every group of the ``__consumer_offsets`` partitions this broker leads, and their offsets.
+
+Pure, like the group cores it routes to: each call takes ``now_ms`` and
+returns effects (:mod:`kbroker.group.effects`) for the shell to carry out.
+A group id belongs to one partition (:func:`records.coordinator_partition`)
+and to one kind of group, classic or consumer (KIP-848); the kind changes
+only while the group is empty, as in Kafka.
+"""
+
+from __future__ import annotations
+
+import heapq
+import uuid
+from dataclasses import dataclass, field
+
+from kbroker.group import records
+from kbroker.group.classic import ClassicGroup, ClassicGroupConfig, GroupState
+try:  # TEMPORARY while kbroker/group/consumer.py is being written
+    from kbroker.group.consumer import ConsumerGroup, ConsumerGroupConfig, TopicsView
+except ImportError:
+    from dataclasses import dataclass as _dc
+
+    class ConsumerGroup:  # noqa
+        pass
+
+    @_dc(frozen=True)
+    class ConsumerGroupConfig:  # noqa
+        session_timeout_ms: int = 45000
+        heartbeat_interval_ms: int = 5000
+        max_size: int = 2**31 - 1
+
+    @_dc(frozen=True)
+    class TopicsView:  # noqa
+        by_name: dict
+from kbroker.group.effects import Persist
+from kbroker.group.offsets import CommittedOffset, OffsetStore
+from wire.errors import ErrorCode
+
+CLASSIC, CONSUMER = "classic", "consumer"
+
+
+@dataclass(frozen=True)
+class CoordinatorConfig:
+    partition_count: int = 50
+    classic: ClassicGroupConfig = field(default_factory=ClassicGroupConfig)
+    consumer: ConsumerGroupConfig = field(default_factory=ConsumerGroupConfig)
+    offsets_retention_ms: int = 7 * 24 * 3600 * 1000
+    offset_metadata_max_bytes: int = 4096
+
+
+class GroupError(Exception):
+    """A request refused as a whole: ``error_code`` is Kafka's for it."""
+
+    def __init__(self, error_code: int, message: str | None = None) -> None:
+        super().__init__(message or ErrorCode(error_code).name)
+        self.error_code = error_code
+
+
+def _classic_member_id(client_id: str) -> str:
+    return f"{client_id}-{uuid.uuid4()}"
+
+
+def _consumer_member_id() -> str:
+    return str(uuid.uuid4())
+
+
+class GroupCoordinator:
+    def __init__(self, config: CoordinatorConfig, *, classic_member_id=_classic_member_id,
+                 consumer_member_id=_consumer_member_id) -> None:
+        self.config = config
+        self.groups: dict[str, ClassicGroup | ConsumerGroup] = {}
+        self.offsets = OffsetStore()
+        self.loaded: set[int] = set()
+        self.loading: set[int] = set()
+        self._classic_member_id = classic_member_id
+        self._consumer_member_id = consumer_member_id
+        self._empty_since_ms: dict[str, int] = {}  # when each memberless group was first seen so, for retention
+        self._deadlines: list[tuple[int, str]] = []  # (due ms, group id), possibly stale: checked when due
+
+    # -- ownership and loading ------------------------------------------------
+
+    def partition_of(self, group_id: str) -> int:
+        return records.coordinator_partition(group_id, self.config.partition_count)
+
+    def check(self, group_id: str) -> None:
+        """Raise unless this coordinator serves ``group_id`` now."""
+        partition = self.partition_of(group_id)
+        if partition in self.loading:
+            raise GroupError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+        if partition not in self.loaded:
+            raise GroupError(ErrorCode.NOT_COORDINATOR)
+
+    def begin_load(self, partition: int) -> None:
+        self.loading.add(partition)
+
+    def replay(self, key, value, now_ms: int) -> None:
+        """Apply one record read back from ``__consumer_offsets`` (a tombstone's value is None)."""
+        group_id = records.group_id_of(key)
+        if isinstance(key, records.OffsetCommitKey):
+            self.offsets.replay(key, value)
+            if value is not None and group_id not in self.groups:  # a "simple" group: offsets only
+                self.groups[group_id] = ClassicGroup(group_id, self.config.classic, now_ms, self._classic_member_id)
+        elif isinstance(key, records.GroupMetadataKey):
+            if value is None:
+                if isinstance(self.groups.get(group_id), ClassicGroup):
+                    del self.groups[group_id]
+            else:
+                self.groups[group_id] = ClassicGroup.from_record(group_id, value, self.config.classic, now_ms,
+                                                                 self._classic_member_id)
+        else:
+            group = self.groups.get(group_id)
+            if not isinstance(group, ConsumerGroup):
+                if value is None:
+                    return
+                group = self.groups[group_id] = ConsumerGroup(group_id, self.config.consumer, now_ms,
+                                                              self._consumer_member_id)
+            group.replay(key, value)
+            if isinstance(key, records.ConsumerGroupMetadataKey) and value is None:
+                del self.groups[group_id]
+
+    def finish_load(self, partition: int, now_ms: int) -> None:
+        self.loading.discard(partition)
+        self.loaded.add(partition)
+        for group_id in self.groups:
+            if self.partition_of(group_id) == partition:
+                self._schedule(group_id)
+
+    def unload(self, partition: int) -> list:
+        """This broker no longer leads ``partition``: forget its groups, answering their waiters."""
+        effects = []
+        for group_id in [g for g in self.groups if self.partition_of(g) == partition]:
+            group = self.groups.pop(group_id)
+            if isinstance(group, ClassicGroup):
+                effects += group.unload()
+            self.offsets.forget_group(group_id)
+        self.loaded.discard(partition)
+        self.loading.discard(partition)
+        return effects
+
+    # -- the classic protocol ---------------------------------------------------
+
+    def classic_group(self, group_id: str, now_ms: int, *, create: bool) -> ClassicGroup:
+        """The classic group ``group_id``: an empty consumer group turns classic, as Kafka converts it."""
+        self.check(group_id)
+        group = self.groups.get(group_id)
+        if isinstance(group, ConsumerGroup):
+            if not (create and group.is_empty()):
+                raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND if not create else ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
+                                 f"Group {group_id} is not a classic group.")
+            group = None
+        if group is None:
+            if not create:
+                raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
+            group = self.groups[group_id] = ClassicGroup(group_id, self.config.classic, now_ms, self._classic_member_id)
+        return group
+
+    def member_group(self, group_id: str, now_ms: int) -> ClassicGroup:
+        """The classic group a member's SyncGroup, Heartbeat or LeaveGroup names: Kafka answers
+        UNKNOWN_MEMBER_ID when there is no such group."""
+        try:
+            return self.classic_group(group_id, now_ms, create=False)
+        except GroupError as error:
+            if error.error_code == ErrorCode.GROUP_ID_NOT_FOUND:
+                raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID, str(error)) from None
+            raise
+
+    def after(self, group_id: str, effects: list) -> list:
+        """Bookkeeping after a group changed: its timers, and when it became empty."""
+        group = self.groups.get(group_id)
+        if group is not None:
+            self._schedule(group_id)
+            if _is_empty(group):
+                self._empty_since_ms.setdefault(group_id, _now_hint(group))
+            else:
+                self._empty_since_ms.pop(group_id, None)
+        return effects
+
+    # -- the consumer protocol (KIP-848) -----------------------------------------
+
+    def consumer_group(self, group_id: str, now_ms: int, *, create: bool) -> tuple[ConsumerGroup, list]:
+        """The consumer group ``group_id``, and the records of turning an empty classic group into it."""
+        self.check(group_id)
+        group = self.groups.get(group_id)
+        effects = []
+        if isinstance(group, ClassicGroup):
+            if not (create and _is_empty(group)):
+                raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+            if group.generation_id > 0 or group.protocol_type:  # a stored classic group: gone for good
+                effects.append(Persist(((records.GroupMetadataKey(group=group_id), None),)))
+            group = None
+        if group is None:
+            if not create:
+                raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
+            group = self.groups[group_id] = ConsumerGroup(group_id, self.config.consumer, now_ms, self._consumer_member_id)
+        return group, effects
+
+    # -- offsets -----------------------------------------------------------------
+
+    def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None, generation_or_epoch: int,
+                       api_version: int, commits: dict[tuple[str, int], CommittedOffset]) -> tuple[dict, list]:
+        """Validate and store ``commits``: (error code per partition, effects)."""
+        self.check(group_id)
+        group = self.groups.get(group_id)
+        if group is None:
+            if generation_or_epoch >= 0:
+                # v9+ says GROUP_ID_NOT_FOUND; older versions keep ILLEGAL_GENERATION, as Kafka.
+                raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND if api_version >= 9 else ErrorCode.ILLEGAL_GENERATION)
+            group = self.groups[group_id] = ClassicGroup(group_id, self.config.classic, 0, self._classic_member_id)
+        if isinstance(group, ClassicGroup):
+            error = group.validate_offset_commit(member_id, group_instance_id, generation_or_epoch)
+        else:
+            error = group.validate_offset_commit(member_id, generation_or_epoch)
+        if error:
+            raise GroupError(error)
+        errors, accepted = {}, {}
+        for key, committed in commits.items():
+            if len(committed.metadata.encode()) > self.config.offset_metadata_max_bytes:
+                errors[key] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+            else:
+                errors[key] = ErrorCode.NONE
+                accepted[key] = committed
+        effects = [Persist(tuple(self.offsets.commit_records(group_id, accepted)))] if accepted else []
+        return errors, effects
+
+    def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> tuple[dict, list]:
+        """OffsetDelete: an error per partition, and the tombstones of those deleted."""
+        self.check(group_id)
+        group = self.groups.get(group_id)
+        if group is None:
+            raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND)
+        if isinstance(group, ClassicGroup) and group.protocol_type not in ("", "consumer", None) and not _is_empty(group):
+            raise GroupError(ErrorCode.NON_EMPTY_GROUP)
+        subscribed = _subscribed_topics(group)
+        errors, deleted = {}, []
+        for topic, partition in partitions:
+            if subscribed is None or topic in subscribed:
+                errors[(topic, partition)] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+            else:
+                errors[(topic, partition)] = ErrorCode.NONE
+                deleted.append((topic, partition))
+        tombstones = self.offsets.delete_records(group_id, deleted)
+        return errors, [Persist(tuple(tombstones))] if tombstones else []
+
+    # -- admin ---------------------------------------------------------------------
+
+    def delete_group(self, group_id: str) -> list:
+        """DeleteGroups for one group: the tombstones that remove it and its offsets."""
+        self.check(group_id)
+        group = self.groups.get(group_id)
+        if group is None:
+            raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND)
+        if not _is_empty(group):
+            raise GroupError(ErrorCode.NON_EMPTY_GROUP)
+        tombstones = self.offsets.delete_records(group_id)
+        if isinstance(group, ClassicGroup):
+            tombstones.append((records.GroupMetadataKey(group=group_id), None))
+        else:
+            tombstones += [
+                (records.ConsumerGroupTargetAssignmentMetadataKey(group_id=group_id), None),
+                (records.ConsumerGroupPartitionMetadataKey(group_id=group_id), None),
+                (records.ConsumerGroupMetadataKey(group_id=group_id), None),
+            ]
+        del self.groups[group_id]
+        self.offsets.forget_group(group_id)
+        self._empty_since_ms.pop(group_id, None)
+        return [Persist(tuple(tombstones))]
+
+    def listed(self) -> list[tuple[str, ClassicGroup | ConsumerGroup]]:
+        return [(group_id, group) for group_id, group in self.groups.items() if self.partition_of(group_id) in self.loaded]
+
+    # -- timers ----------------------------------------------------------------------
+
+    def next_deadline_ms(self) -> int | None:
+        while self._deadlines:
+            due, group_id = self._deadlines[0]
+            group = self.groups.get(group_id)
+            if group is not None and group.next_deadline_ms() == due:
+                return due
+            heapq.heappop(self._deadlines)  # stale: the group moved its timer or is gone
+        return None
+
+    def tick(self, now_ms: int, topics: TopicsView) -> list[tuple[str, list]]:
+        """Fire every group timer due by ``now_ms``: ``(group id, effects)`` pairs."""
+        fired = []
+        while (due := self.next_deadline_ms()) is not None and due <= now_ms:
+            _, group_id = heapq.heappop(self._deadlines)
+            group = self.groups[group_id]
+            effects = group.tick(now_ms) if isinstance(group, ClassicGroup) else group.tick(now_ms, topics)
+            fired.append((group_id, self.after(group_id, effects)))
+        return fired
+
+    def topics_changed(self, topics: TopicsView, now_ms: int) -> list[tuple[str, list]]:
+        """The metadata image changed: consumer groups recompute what their subscriptions match."""
+        changed = []
+        for group_id, group in self.listed():
+            if isinstance(group, ConsumerGroup):
+                changed.append((group_id, self.after(group_id, group.topics_changed(topics, now_ms))))
+        return changed
+
+    def expire_offsets(self, now_ms: int) -> list[tuple[str, list]]:
+        """Offsets past ``offsets.retention.minutes`` (run every ``offsets.retention.check.interval.ms``)."""
+        expired = []
+        for group_id in list(self.offsets.groups()):
+            if self.partition_of(group_id) not in self.loaded:
+                continue
+            group = self.groups.get(group_id)
+            empty_since = self._empty_since_ms.get(group_id) if group is None or _is_empty(group) else None
+            tombstones = self.offsets.expired_records(group_id, now_ms, self.config.offsets_retention_ms, empty_since)
+            if tombstones:
+                expired.append((group_id, [Persist(tuple(tombstones))]))
+        return expired
+
+    def _schedule(self, group_id: str) -> None:
+        group = self.groups.get(group_id)
+        due = group.next_deadline_ms() if group is not None else None
+        if due is not None:
+            heapq.heappush(self._deadlines, (due, group_id))
+
+
+def _is_empty(group) -> bool:
+    if isinstance(group, ClassicGroup):
+        return group.state in (GroupState.EMPTY, GroupState.DEAD)
+    return group.is_empty()
+
+
+def _now_hint(group) -> int:
+    return getattr(group, "last_change_ms", 0)
+
+
+def _subscribed_topics(group) -> set[str] | None:
+    """Topics the group's members subscribe to; None when that cannot be known (assume all)."""
+    if _is_empty(group):
+        return set()
+    if isinstance(group, ConsumerGroup):
+        return group.subscribed_topic_names() if hasattr(group, "subscribed_topic_names") else None
+    if group.protocol_type != "consumer":
+        return None
+    topics = set()
+    for member in group.members.values():
+        decoded = decode_subscription_topics(member.metadata_for(group.protocol_name) if hasattr(member, "metadata_for") else b"")
+        if decoded is None:
+            return None
+        topics |= decoded
+    return topics
+
+
+def decode_subscription_topics(data: bytes) -> set[str] | None:
+    """The topic names of a ConsumerProtocol Subscription (int16 version, then [string]); None if torn."""
+    try:
+        view = memoryview(data)
+        position = 2
+        count = int.from_bytes(view[position : position + 4], "big", signed=True)
+        position += 4
+        if not 0 <= count <= len(view):
+            return None
+        topics = set()
+        for _ in range(count):
+            length = int.from_bytes(view[position : position + 2], "big", signed=True)
+            position += 2
+            if length < 0 or position + length > len(view):
+                return None
+            topics.add(bytes(view[position : position + length]).decode())
+            position += length
+        return topics
+    except (ValueError, UnicodeDecodeError):
+        return None

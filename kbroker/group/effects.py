@@ -1,0 +1,27 @@
+"""What a group core asks its shell to do; the shell handles a list of effects in order.
+
+A request that cannot be answered at once (a JoinGroup waiting for the
+rebalance, a follower's SyncGroup waiting for the leader) is identified by a
+``waiter``: an opaque id the shell passes in with the request. Its answer may
+come out of the same call, or out of a later call or ``tick``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Persist:
+    """Append these ``(key, value)`` records (values ``None`` for tombstones) to the
+    group's ``__consumer_offsets`` partition and wait until they are durable."""
+
+    records: tuple[tuple[object, object | None], ...]
+
+
+@dataclass(frozen=True)
+class Respond:
+    """Answer the request waiting as ``waiter`` with ``response`` (a wire response value)."""
+
+    waiter: int
+    response: object

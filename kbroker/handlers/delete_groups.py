@@ -1,0 +1,26 @@
+"""DeleteGroups (42): remove empty groups and their committed offsets (NON_EMPTY_GROUP otherwise)."""
+
+from __future__ import annotations
+
+from kbroker import handlers
+from kbroker.group.coordinator import GroupError
+from wire.errors import ErrorCode
+from wire.schema import API_BY_NAME
+
+DeleteGroupsResponse = API_BY_NAME["DeleteGroups"].response_class
+Result = DeleteGroupsResponse.DeletableGroupResult
+
+
+@handlers.handles("DeleteGroups", 0, 2)
+async def handle(broker, context, request):
+    shell = broker.groups
+    results = []
+    for group_id in request.groups_names:
+        try:
+            effects = shell.coordinator.delete_group(group_id)
+        except GroupError as error:
+            results.append(Result(group_id=group_id, error_code=error.error_code))
+            continue
+        written = await shell.wait_applied(group_id, effects)
+        results.append(Result(group_id=group_id, error_code=ErrorCode.NONE if written else ErrorCode.COORDINATOR_NOT_AVAILABLE))
+    return DeleteGroupsResponse(results=results)

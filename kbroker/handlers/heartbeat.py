@@ -1,0 +1,22 @@
+"""Heartbeat (12): a classic group member is alive; REBALANCE_IN_PROGRESS asks it to rejoin."""
+
+from __future__ import annotations
+
+from kbroker import handlers
+from kbroker.group.coordinator import GroupError
+from kbroker.group.shell import now_ms
+from wire.schema import API_BY_NAME
+
+HeartbeatResponse = API_BY_NAME["Heartbeat"].response_class
+
+
+@handlers.handles("Heartbeat", 0, 4)
+async def handle(broker, context, request):
+    shell = broker.groups
+    try:
+        group = shell.coordinator.member_group(request.group_id, now_ms())
+    except GroupError as error:
+        return HeartbeatResponse(error_code=error.error_code)
+    error_code = group.heartbeat(request, context.api_version, now_ms())
+    shell.apply(request.group_id, [])  # the session deadline moved
+    return HeartbeatResponse(error_code=error_code)

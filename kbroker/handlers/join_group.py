@@ -1,0 +1,32 @@
+"""JoinGroup (11): a classic group member joins, or rejoins for a rebalance.
+
+The answer waits until the rebalance completes (kbroker.group.classic); the
+connection goes on serving the requests behind it meanwhile.
+"""
+
+from __future__ import annotations
+
+from kbroker import handlers
+from kbroker.group.coordinator import GroupError
+from kbroker.group.shell import now_ms
+from wire.errors import ErrorCode
+from wire.schema import API_BY_NAME
+
+JoinGroupResponse = API_BY_NAME["JoinGroup"].response_class
+
+
+@handlers.handles("JoinGroup", 0, 9)
+async def handle(broker, context, request):
+    shell = broker.groups
+    try:
+        if not request.group_id:
+            raise GroupError(ErrorCode.INVALID_GROUP_ID)
+        # A known member id names a group that must exist; an empty one may create it.
+        group = shell.coordinator.classic_group(request.group_id, now_ms(), create=not request.member_id)
+    except GroupError as error:
+        code = ErrorCode.UNKNOWN_MEMBER_ID if error.error_code == ErrorCode.GROUP_ID_NOT_FOUND else error.error_code
+        return JoinGroupResponse(error_code=code, member_id=request.member_id, leader="", protocol_name="", members=[])
+    waiter = shell.new_waiter()
+    effects = group.join(waiter, request, context.api_version, context.header.client_id or "", context.client_host, now_ms())
+    shell.apply(request.group_id, effects)
+    return shell.deferred(waiter)

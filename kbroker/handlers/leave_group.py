@@ -1,0 +1,22 @@
+"""LeaveGroup (13): members leave a classic group (one by member id before v3, a batch from v3)."""
+
+from __future__ import annotations
+
+from kbroker import handlers
+from kbroker.group.coordinator import GroupError
+from kbroker.group.shell import now_ms
+from wire.schema import API_BY_NAME
+
+LeaveGroupResponse = API_BY_NAME["LeaveGroup"].response_class
+
+
+@handlers.handles("LeaveGroup", 0, 5)
+async def handle(broker, context, request):
+    shell = broker.groups
+    try:
+        group = shell.coordinator.member_group(request.group_id, now_ms())
+    except GroupError as error:
+        return LeaveGroupResponse(error_code=error.error_code, members=[])
+    response, effects = group.leave(request, context.api_version, now_ms())
+    await shell.wait_applied(request.group_id, effects)
+    return response

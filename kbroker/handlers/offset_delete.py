@@ -1,0 +1,35 @@
+"""OffsetDelete (47): remove a group's committed offsets for partitions it no longer consumes.
+
+Offsets of topics the group's members still subscribe to are kept
+(GROUP_SUBSCRIBED_TO_TOPIC), as Kafka does.
+"""
+
+from __future__ import annotations
+
+from kbroker import handlers
+from kbroker.group.coordinator import GroupError
+from wire.errors import ErrorCode
+from wire.schema import API_BY_NAME
+
+OffsetDeleteResponse = API_BY_NAME["OffsetDelete"].response_class
+TopicResult = OffsetDeleteResponse.OffsetDeleteResponseTopic
+PartitionResult = TopicResult.OffsetDeleteResponsePartition
+
+
+@handlers.handles("OffsetDelete", 0, 0)
+async def handle(broker, context, request):
+    shell = broker.groups
+    wanted = [(topic.name, partition.partition_index) for topic in request.topics for partition in topic.partitions]
+    try:
+        errors, effects = shell.coordinator.delete_offsets(request.group_id, wanted)
+    except GroupError as error:
+        return OffsetDeleteResponse(error_code=error.error_code, topics=[])
+    if not await shell.wait_applied(request.group_id, effects):
+        return OffsetDeleteResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, topics=[])
+    topics = [
+        TopicResult(name=topic.name, partitions=[
+            PartitionResult(partition_index=p.partition_index, error_code=errors[(topic.name, p.partition_index)])
+            for p in topic.partitions])
+        for topic in request.topics
+    ]
+    return OffsetDeleteResponse(error_code=ErrorCode.NONE, topics=topics)

@@ -1,0 +1,26 @@
+"""SyncGroup (14): the leader hands out assignments; every member receives its own.
+
+The leader's assignments are made durable before any member is answered; a
+follower that syncs first waits for them.
+"""
+
+from __future__ import annotations
+
+from kbroker import handlers
+from kbroker.group.coordinator import GroupError
+from kbroker.group.shell import now_ms
+from wire.schema import API_BY_NAME
+
+SyncGroupResponse = API_BY_NAME["SyncGroup"].response_class
+
+
+@handlers.handles("SyncGroup", 0, 5)
+async def handle(broker, context, request):
+    shell = broker.groups
+    try:
+        group = shell.coordinator.member_group(request.group_id, now_ms())
+    except GroupError as error:
+        return SyncGroupResponse(error_code=error.error_code, assignment=b"")
+    waiter = shell.new_waiter()
+    shell.apply(request.group_id, group.sync(waiter, request, context.api_version, now_ms()))
+    return shell.deferred(waiter)

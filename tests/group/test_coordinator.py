@@ -1,0 +1,115 @@
+"""The coordinator core: ownership, offsets, deletion, retention and rebuilding from records."""
+
+from __future__ import annotations
+
+import pytest
+
+from kbroker.group import records
+from kbroker.group.classic import ClassicGroup, GroupState
+from kbroker.group.coordinator import CoordinatorConfig, GroupCoordinator, GroupError
+from kbroker.group.effects import Persist
+from kbroker.group.offsets import CommittedOffset
+from wire.errors import ErrorCode
+from wire.schema import API_BY_NAME
+
+JoinGroupRequest = API_BY_NAME["JoinGroup"].request_class
+Protocol = JoinGroupRequest.JoinGroupRequestProtocol
+
+PARTITIONS = 4
+
+
+def loaded_coordinator(**options) -> GroupCoordinator:
+    coordinator = GroupCoordinator(CoordinatorConfig(partition_count=PARTITIONS, **options),
+                                   classic_member_id=lambda client: f"{client}-1")
+    for partition in range(PARTITIONS):
+        coordinator.finish_load(partition, 0)
+    return coordinator
+
+
+def persisted(effects) -> list:
+    return [pair for effect in effects if isinstance(effect, Persist) for pair in effect.records]
+
+
+def offset(value: int, at_ms: int = 0) -> CommittedOffset:
+    return CommittedOffset(offset=value, leader_epoch=-1, metadata="m", commit_timestamp_ms=at_ms)
+
+
+def test_requests_for_partitions_not_loaded_are_refused_with_kafkas_codes():
+    coordinator = GroupCoordinator(CoordinatorConfig(partition_count=PARTITIONS))
+    partition = coordinator.partition_of("g")
+    with pytest.raises(GroupError) as refused:
+        coordinator.check("g")
+    assert refused.value.error_code == ErrorCode.NOT_COORDINATOR
+    coordinator.begin_load(partition)
+    with pytest.raises(GroupError) as refused:
+        coordinator.check("g")
+    assert refused.value.error_code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    coordinator.finish_load(partition, 0)
+    coordinator.check("g")
+
+
+def test_simple_commits_create_an_empty_group_and_survive_a_rebuild():
+    coordinator = loaded_coordinator()
+    errors, effects = coordinator.commit_offsets("g", "", None, -1, 9, {("t", 0): offset(5), ("t", 1): offset(7)})
+    assert set(errors.values()) == {ErrorCode.NONE}
+    written = persisted(effects)
+    for key, value in written:
+        coordinator.offsets.replay(key, value)
+    assert coordinator.offsets.get("g", "t", 1).offset == 7
+    assert coordinator.groups["g"].state is GroupState.EMPTY
+
+    rebuilt = loaded_coordinator()
+    for key, value in written:
+        rebuilt.replay(records.decode_key(records.encode_key(key)), records.decode_value(key, records.encode_value(value)), 0)
+    assert rebuilt.offsets.get("g", "t", 0) == coordinator.offsets.get("g", "t", 0)
+    assert isinstance(rebuilt.groups["g"], ClassicGroup)
+
+
+def test_commits_with_a_generation_need_a_group():
+    coordinator = loaded_coordinator()
+    for version, code in ((8, ErrorCode.ILLEGAL_GENERATION), (9, ErrorCode.GROUP_ID_NOT_FOUND)):
+        with pytest.raises(GroupError) as refused:
+            coordinator.commit_offsets("nobody", "member", None, 3, version, {("t", 0): offset(1)})
+        assert refused.value.error_code == code
+
+
+def test_metadata_too_large_is_refused_per_partition():
+    coordinator = loaded_coordinator(offset_metadata_max_bytes=4)
+    big = CommittedOffset(offset=1, leader_epoch=-1, metadata="x" * 5, commit_timestamp_ms=0)
+    errors, effects = coordinator.commit_offsets("g", "", None, -1, 9, {("t", 0): big, ("t", 1): offset(2)})
+    assert errors == {("t", 0): ErrorCode.OFFSET_METADATA_TOO_LARGE, ("t", 1): ErrorCode.NONE}
+    assert [key.partition for key, _ in persisted(effects)] == [1]
+
+
+def test_an_active_group_cannot_be_deleted_and_an_empty_one_leaves_tombstones():
+    coordinator = loaded_coordinator()
+    group = coordinator.classic_group("g", 0, create=True)
+    request = JoinGroupRequest(group_id="g", session_timeout_ms=10_000, rebalance_timeout_ms=10_000, member_id="",
+                               protocol_type="consumer", protocols=[Protocol(name="range", metadata=b"")])
+    group.join(1, request, 3, "c", "h", 0)  # v3: no member id handshake; waits out the initial delay
+    assert list(group.members) == ["c-1"]
+    with pytest.raises(GroupError) as refused:
+        coordinator.delete_group("g")
+    assert refused.value.error_code == ErrorCode.NON_EMPTY_GROUP
+    with pytest.raises(GroupError) as refused:
+        coordinator.delete_group("unknown")
+    assert refused.value.error_code == ErrorCode.GROUP_ID_NOT_FOUND
+
+    _, effects = coordinator.commit_offsets("h", "", None, -1, 9, {("t", 0): offset(1)})
+    for key, value in persisted(effects):
+        coordinator.offsets.replay(key, value)
+    tombstones = persisted(coordinator.delete_group("h"))
+    assert all(value is None for _, value in tombstones)
+    assert {type(key) for key, _ in tombstones} == {records.OffsetCommitKey, records.GroupMetadataKey}
+    assert "h" not in coordinator.groups
+
+
+def test_offsets_of_an_empty_group_expire_after_the_retention():
+    coordinator = loaded_coordinator(offsets_retention_ms=1000)
+    _, effects = coordinator.commit_offsets("g", "", None, -1, 9, {("t", 0): offset(1, at_ms=100)})
+    for key, value in persisted(effects):
+        coordinator.offsets.replay(key, value)
+    coordinator.after("g", [])
+    assert coordinator.expire_offsets(500) == []
+    [(group_id, effects)] = coordinator.expire_offsets(100 + 1000)
+    assert group_id == "g" and persisted(effects) == [(records.OffsetCommitKey(group="g", topic="t", partition=0), None)]
