@@ -431,6 +431,24 @@ def test_seek_to_offsets(java_harness, broker):
     assert all(as_tuple(line) == by_position[(line["partition"], line["offset"])] for line in lines)
 
 
+@pytest.mark.parametrize("protocol", ["classic"])
+def test_subscribed_consumer_in_a_group_commits_what_it_read(java_harness, broker, protocol):
+    """subscribe() in a group: every record once, then the committed offsets are the log ends, as another client sees them."""
+    topic, group = f"java-group-{protocol}", f"java-group-{protocol}"
+    create_topic(broker.bootstrap, topic)
+    produced = [(f"k{i}".encode(), f"v{i}".encode(), []) for i in range(900)]
+    acks, _ = produce_with_java(java_harness, broker.bootstrap, topic, produced, "none")
+    run = consume_run(java_harness, broker.bootstrap, topic, len(produced), group=group, protocol=protocol)
+    check_consumed(run.of_type("record"), produced, acks)
+    ends = {p: sum(1 for a in acks.values() if a[0] == p) for p in range(PARTITIONS)}
+    committed = run.one("committed")
+    assert committed["assignment"] == list(range(PARTITIONS))
+    assert {int(p): o for p, o in committed["offsets"].items()} == ends
+    admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": broker.bootstrap})
+    [future] = admin.list_consumer_group_offsets([confluent_kafka.ConsumerGroupTopicPartitions(group)]).values()
+    assert {tp.partition: tp.offset for tp in future.result(15).topic_partitions} == ends
+
+
 @pytest.mark.parametrize("codec", CODECS)
 def test_java_reads_what_confluent_kafka_wrote(java_harness, broker, codec):
     """The Java consumer reads librdkafka's idempotent, compressed batches byte for byte."""

@@ -12,6 +12,7 @@
 //   java KafkaCompat produce <bootstrap> <topic> <compression> [<producer property>=<value> ...]  < records
 //   java KafkaCompat consume <bootstrap> <topic> <count> [partitions=0,2] [seeks=0:5,1:3]
 //                            [isolation=read_committed|read_uncommitted] [reset=none|earliest|latest]
+//                            [group=<id> [protocol=classic|consumer]]
 //
 // `alter-configs` applies each operation (SET, DELETE, APPEND, SUBTRACT) to the topic in its own
 // IncrementalAlterConfigs request and describes the named config after it.
@@ -23,6 +24,8 @@
 // `consume` assigns the topic's partitions (all, or those listed; no group, no commits), seeks
 // them to the beginning, or only the listed ones to the given offsets, and polls until <count>
 // records, a time limit, or an invalid-offset error (reported as a poll_error line).
+// With `group=` it subscribes instead, in that consumer group (group.protocol classic by default,
+// or consumer for KIP-848), commits what it read and reports the committed offsets and its assignment.
 
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
@@ -456,6 +459,10 @@ public final class KafkaCompat {
         if (options.containsKey("reset")) {
             settings.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, options.get("reset"));
         }
+        if (options.containsKey("group")) {
+            groupConsume(bootstrap, topic, count, options, settings);
+            return;
+        }
         long started = System.nanoTime();
         int received;
         try (KafkaConsumer<byte[], byte[]> consumer = consumer(bootstrap, settings)) {
@@ -474,6 +481,28 @@ public final class KafkaCompat {
                 consumer.seekToBeginning(partitions);
             }
             received = pollUntil(consumer, count);
+        }
+        emit(new Json().put("type", "consumed").put("count", received)
+                .put("elapsed_ms", (System.nanoTime() - started) / 1_000_000));
+    }
+
+    /** subscribe() in a group (group.protocol classic or consumer), read count records, commit, report. */
+    private static void groupConsume(String bootstrap, String topic, int count, Map<String, String> options,
+                                     Map<String, String> settings) {
+        settings.put(ConsumerConfig.GROUP_ID_CONFIG, options.get("group"));
+        settings.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, options.getOrDefault("protocol", "classic"));
+        settings.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, options.getOrDefault("reset", "earliest"));
+        long started = System.nanoTime();
+        int received;
+        try (KafkaConsumer<byte[], byte[]> consumer = consumer(bootstrap, settings)) {
+            consumer.subscribe(List.of(topic));
+            received = pollUntil(consumer, count);
+            consumer.commitSync(Duration.ofSeconds(15));
+            Map<String, Long> committed = new TreeMap<>();
+            consumer.committed(consumer.assignment(), Duration.ofSeconds(15)).forEach((partition, offset) ->
+                    committed.put(String.valueOf(partition.partition()), offset == null ? null : offset.offset()));
+            emit(new Json().put("type", "committed").put("offsets", committed)
+                    .put("assignment", new TreeSet<>(consumer.assignment().stream().map(TopicPartition::partition).toList())));
         }
         emit(new Json().put("type", "consumed").put("count", received)
                 .put("elapsed_ms", (System.nanoTime() - started) / 1_000_000));

@@ -219,8 +219,7 @@ class GroupCoordinator:
             else:
                 errors[key] = ErrorCode.NONE
                 accepted[key] = committed
-        effects = [Persist(tuple(self.offsets.commit_records(group_id, accepted)))] if accepted else []
-        return errors, effects
+        return errors, self._store_offsets(self.offsets.commit_records(group_id, accepted))
 
     def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> tuple[dict, list]:
         """OffsetDelete: an error per partition, and the tombstones of those deleted."""
@@ -238,8 +237,7 @@ class GroupCoordinator:
             else:
                 errors[(topic, partition)] = ErrorCode.NONE
                 deleted.append((topic, partition))
-        tombstones = self.offsets.delete_records(group_id, deleted)
-        return errors, [Persist(tuple(tombstones))] if tombstones else []
+        return errors, self._store_offsets(self.offsets.delete_records(group_id, deleted))
 
     # -- admin ---------------------------------------------------------------------
 
@@ -307,8 +305,15 @@ class GroupCoordinator:
             empty_since = self._empty_since_ms.get(group_id) if group is None or _is_empty(group) else None
             tombstones = self.offsets.expired_records(group_id, now_ms, self.config.offsets_retention_ms, empty_since)
             if tombstones:
-                expired.append((group_id, [Persist(tuple(tombstones))]))
+                expired.append((group_id, self._store_offsets(tombstones)))
         return expired
+
+    def _store_offsets(self, offset_records: list) -> list:
+        """Apply offset records now (later requests see them at once, as Kafka's coordinator
+        replays what it writes) and have them persisted."""
+        for key, value in offset_records:
+            self.offsets.replay(key, value)
+        return [Persist(tuple(offset_records))] if offset_records else []
 
     def _schedule(self, group_id: str) -> None:
         group = self.groups.get(group_id)

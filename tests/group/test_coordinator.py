@@ -53,8 +53,6 @@ def test_simple_commits_create_an_empty_group_and_survive_a_rebuild():
     errors, effects = coordinator.commit_offsets("g", "", None, -1, 9, {("t", 0): offset(5), ("t", 1): offset(7)})
     assert set(errors.values()) == {ErrorCode.NONE}
     written = persisted(effects)
-    for key, value in written:
-        coordinator.offsets.replay(key, value)
     assert coordinator.offsets.get("g", "t", 1).offset == 7
     assert coordinator.groups["g"].state is GroupState.EMPTY
 
@@ -79,6 +77,7 @@ def test_metadata_too_large_is_refused_per_partition():
     errors, effects = coordinator.commit_offsets("g", "", None, -1, 9, {("t", 0): big, ("t", 1): offset(2)})
     assert errors == {("t", 0): ErrorCode.OFFSET_METADATA_TOO_LARGE, ("t", 1): ErrorCode.NONE}
     assert [key.partition for key, _ in persisted(effects)] == [1]
+    assert coordinator.offsets.get("g", "t", 0) is None and coordinator.offsets.get("g", "t", 1).offset == 2
 
 
 def test_an_active_group_cannot_be_deleted_and_an_empty_one_leaves_tombstones():
@@ -95,9 +94,7 @@ def test_an_active_group_cannot_be_deleted_and_an_empty_one_leaves_tombstones():
         coordinator.delete_group("unknown")
     assert refused.value.error_code == ErrorCode.GROUP_ID_NOT_FOUND
 
-    _, effects = coordinator.commit_offsets("h", "", None, -1, 9, {("t", 0): offset(1)})
-    for key, value in persisted(effects):
-        coordinator.offsets.replay(key, value)
+    coordinator.commit_offsets("h", "", None, -1, 9, {("t", 0): offset(1)})
     tombstones = persisted(coordinator.delete_group("h"))
     assert all(value is None for _, value in tombstones)
     assert {type(key) for key, _ in tombstones} == {records.OffsetCommitKey, records.GroupMetadataKey}
@@ -106,9 +103,7 @@ def test_an_active_group_cannot_be_deleted_and_an_empty_one_leaves_tombstones():
 
 def test_offsets_of_an_empty_group_expire_after_the_retention():
     coordinator = loaded_coordinator(offsets_retention_ms=1000)
-    _, effects = coordinator.commit_offsets("g", "", None, -1, 9, {("t", 0): offset(1, at_ms=100)})
-    for key, value in persisted(effects):
-        coordinator.offsets.replay(key, value)
+    coordinator.commit_offsets("g", "", None, -1, 9, {("t", 0): offset(1, at_ms=100)})
     coordinator.after("g", [])
     assert coordinator.expire_offsets(500) == []
     [(group_id, effects)] = coordinator.expire_offsets(100 + 1000)
