@@ -431,7 +431,7 @@ def test_seek_to_offsets(java_harness, broker):
     assert all(as_tuple(line) == by_position[(line["partition"], line["offset"])] for line in lines)
 
 
-@pytest.mark.parametrize("protocol", ["classic"])
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
 def test_subscribed_consumer_in_a_group_commits_what_it_read(java_harness, broker, protocol):
     """subscribe() in a group: every record once, then the committed offsets are the log ends, as another client sees them."""
     topic, group = f"java-group-{protocol}", f"java-group-{protocol}"

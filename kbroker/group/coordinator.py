@@ -15,23 +15,7 @@ from dataclasses import dataclass, field
 
 from kbroker.group import records
 from kbroker.group.classic import ClassicGroup, ClassicGroupConfig, GroupState
-try:  # TEMPORARY while kbroker/group/consumer.py is being written
-    from kbroker.group.consumer import ConsumerGroup, ConsumerGroupConfig, TopicsView
-except ImportError:
-    from dataclasses import dataclass as _dc
-
-    class ConsumerGroup:  # noqa
-        pass
-
-    @_dc(frozen=True)
-    class ConsumerGroupConfig:  # noqa
-        session_timeout_ms: int = 45000
-        heartbeat_interval_ms: int = 5000
-        max_size: int = 2**31 - 1
-
-    @_dc(frozen=True)
-    class TopicsView:  # noqa
-        by_name: dict
+from kbroker.group.consumer import ConsumerGroup, ConsumerGroupConfig, TopicsView
 from kbroker.group.effects import Persist
 from kbroker.group.offsets import CommittedOffset, OffsetStore
 from wire.errors import ErrorCode

@@ -16,7 +16,7 @@ import trio
 
 from kbroker.group import records
 from kbroker.group.classic import ClassicGroupConfig
-from kbroker.group.coordinator import ConsumerGroupConfig, TopicsView
+from kbroker.group.consumer import ConsumerGroupConfig, TopicsView
 from kbroker.group.coordinator import CoordinatorConfig, GroupCoordinator, GroupError
 from kbroker.group.effects import Persist, Respond
 from kbroker.topics import TopicError, TopicRequest, plan_topic

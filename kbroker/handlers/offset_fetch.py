@@ -7,7 +7,7 @@ transactional offset commits exist (until then nothing is pending).
 from __future__ import annotations
 
 from kbroker import handlers
-from kbroker.group.coordinator import ConsumerGroup
+from kbroker.group.consumer import ConsumerGroup
 from kbroker.group.coordinator import GroupError
 from wire.errors import ErrorCode
 from wire.schema import API_BY_NAME

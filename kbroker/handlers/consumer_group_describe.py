@@ -1,0 +1,32 @@
+"""ConsumerGroupDescribe (69): KIP-848 groups' epochs, members, and their current and target assignments."""
+
+from __future__ import annotations
+
+from kbroker import handlers
+from kbroker.group.consumer import ConsumerGroup
+from kbroker.group.coordinator import GroupError
+from wire.errors import ErrorCode
+from wire.schema import API_BY_NAME
+
+ConsumerGroupDescribeResponse = API_BY_NAME["ConsumerGroupDescribe"].response_class
+DescribedGroup = ConsumerGroupDescribeResponse.DescribedGroup
+
+
+@handlers.handles("ConsumerGroupDescribe", 0, 1)
+async def handle(broker, context, request):
+    shell = broker.groups
+    described = []
+    for group_id in request.group_ids:
+        try:
+            shell.coordinator.check(group_id)
+            group = shell.coordinator.groups.get(group_id)
+            if not isinstance(group, ConsumerGroup):
+                what = "not found" if group is None else "is not a consumer group"
+                raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} {what}.")
+        except GroupError as error:
+            described.append(DescribedGroup(error_code=error.error_code, error_message=str(error), group_id=group_id,
+                                            group_state="Dead", group_epoch=-1, assignment_epoch=-1, assignor_name="",
+                                            members=[]))
+            continue
+        described.append(group.describe(shell.topics_view()))
+    return ConsumerGroupDescribeResponse(groups=described)
