@@ -28,6 +28,7 @@ logger = logging.getLogger(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"
 _LOAD_READ_BYTES = 1 << 20
+_LOAD_RECORDS_PER_TURN = 1000
 _WAITER_LIMIT_S = 30 * 60 + 60  # beyond the longest rebalance timeout a client may ask for
 _TIMER_IDLE_S = 1.0  # the timer task's longest sleep: also how often offsets' retention is checked at most
 
@@ -94,6 +95,7 @@ class GroupShell:
         """Rebuild the partition's groups from its records, yielding between reads."""
         log = self.broker.partition(OFFSETS_TOPIC, partition).log
         offset, end, count = log.log_start_offset, log.log_end_offset, 0
+        started = time.monotonic()
         while offset < end:
             region = log.read(offset, _LOAD_READ_BYTES, upper_bound=end)
             if region is None:
@@ -111,10 +113,14 @@ class GroupShell:
                 for record in batch_records:
                     self._replay(partition, record)
                     count += 1
+                    if count % _LOAD_RECORDS_PER_TURN == 0:  # other requests are served meanwhile
+                        await trio.lowlevel.checkpoint()
             await trio.lowlevel.checkpoint()
         self.coordinator.finish_load(partition, now_ms())
         self._timers_changed.set()
-        logger.debug("loaded %d group records of %s-%d", count, OFFSETS_TOPIC, partition)
+        if count:
+            logger.info("%s-%d: %d group records loaded in %.0f ms", OFFSETS_TOPIC, partition, count,
+                        (time.monotonic() - started) * 1000)
 
     def _replay(self, partition: int, record: Record) -> None:
         if record.key is None:
