@@ -6,7 +6,7 @@
 aiokafka. The worker subscribes, commits after every batch it processes and
 reports on stdout, one JSON object per line: ``{"assigned": [partitions]}``
 whenever its assignment changes and ``{"records": [[partition, offset], ...]}``
-for each processed batch (offsets committed right after). A line ``close`` on
+for each processed batch (committed right after the report). A line ``close`` on
 stdin makes it leave the group cleanly; it also stops after 120 s in any case.
 """
 
@@ -63,9 +63,9 @@ def run_confluent(bootstrap, topic, group, instance, protocol) -> None:
         messages = consumer.consume(num_messages=500, timeout=0.2)
         assignments.see(tp.partition for tp in consumer.assignment())
         batch = [(m.partition(), m.offset()) for m in messages if m.error() is None]
-        if batch:
-            consumer.commit(asynchronous=False)
+        if batch:  # reported before the commit: a kill in between shows as a re-read, never as a gap
             report(records=batch)
+            consumer.commit(asynchronous=False)
     consumer.close()
 
 
@@ -82,8 +82,8 @@ def run_kafka_python(bootstrap, topic, group, instance) -> None:
         assignments.see(tp.partition for tp in consumer.assignment())
         batch = [(m.partition, m.offset) for messages in polled.values() for m in messages]
         if batch:
-            consumer.commit()
             report(records=batch)
+            consumer.commit()
     consumer.close()
 
 
@@ -102,8 +102,8 @@ def run_aiokafka(bootstrap, topic, group, instance) -> None:
             assignments.see(tp.partition for tp in consumer.assignment())
             batch = [(m.partition, m.offset) for messages in polled.values() for m in messages]
             if batch:
-                await consumer.commit()
                 report(records=batch)
+                await consumer.commit()
         await consumer.stop()
 
     asyncio.run(main())

@@ -66,13 +66,14 @@ class Member:
             self.process.wait(10)
 
 
-def wait_for(condition, timeout_s: float, what: str) -> float:
+def wait_for(condition, timeout_s: float, what: str, members: list[Member] = ()) -> float:
     started = time.monotonic()
     while time.monotonic() - started < timeout_s:
         if condition():
             return time.monotonic() - started
         time.sleep(0.05)
-    raise AssertionError(f"{what}: not within {timeout_s} s")
+    histories = [(m.process.poll(), m.assignments[-5:]) for m in members]
+    raise AssertionError(f"{what}: not within {timeout_s} s; members' (exit code, last assignments): {histories}")
 
 
 def split_evenly(members: list[Member]) -> bool:
@@ -127,7 +128,7 @@ def test_members_split_hand_over_evict_and_resume(broker, client):
     produce(broker.bootstrap, topic, 600)
     members = [Member(client, broker.bootstrap, topic, group) for _ in range(3)]
     try:
-        wait_for(lambda: split_evenly(members), 40, "three members own two partitions each")
+        wait_for(lambda: split_evenly(members), 40, "three members own two partitions each", members)
         wait_for(lambda: len({r for m in members for r in m.records}) == 600, 30, "every record processed")
 
         members[0].close()  # a clean leave: the others take its partitions within the rebalance

@@ -74,6 +74,8 @@ class Member:
 
 
 class ClassicGroup:
+    kind = "classic"
+
     def __init__(self, group_id: str, config: ClassicGroupConfig, now_ms: int,
                  member_id_factory: Callable[[str], str]) -> None:
         self.group_id = group_id

@@ -84,6 +84,8 @@ class _Refused(Exception):
 
 
 class ConsumerGroup:
+    kind = "consumer"
+
     def __init__(self, group_id: str, config: ConsumerGroupConfig, now_ms: int,
                  member_id_factory: Callable[[], str]) -> None:
         self.group_id = group_id

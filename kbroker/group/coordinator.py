@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from kbroker.group import records
 from kbroker.group.classic import ClassicGroup, ClassicGroupConfig, GroupState
 from kbroker.group.consumer import ConsumerGroup, ConsumerGroupConfig, TopicsView
-from kbroker.group.effects import Persist
+from kbroker.group.effects import GroupError, Persist
 from kbroker.group.offsets import CommittedOffset, OffsetStore
 from wire.errors import ErrorCode
 
@@ -30,14 +30,6 @@ class CoordinatorConfig:
     consumer: ConsumerGroupConfig = field(default_factory=ConsumerGroupConfig)
     offsets_retention_ms: int = 7 * 24 * 3600 * 1000
     offset_metadata_max_bytes: int = 4096
-
-
-class GroupError(Exception):
-    """A request refused as a whole: ``error_code`` is Kafka's for it."""
-
-    def __init__(self, error_code: int, message: str | None = None) -> None:
-        super().__init__(message or ErrorCode(error_code).name)
-        self.error_code = error_code
 
 
 def _classic_member_id(client_id: str) -> str:

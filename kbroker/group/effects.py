@@ -10,6 +10,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from wire.errors import ErrorCode
+
+
+class GroupError(Exception):
+    """A request refused as a whole: ``error_code`` is Kafka's for it."""
+
+    def __init__(self, error_code: int, message: str | None = None) -> None:
+        super().__init__(message or ErrorCode(error_code).name)
+        self.error_code = error_code
+
 
 @dataclass(frozen=True)
 class Persist:

@@ -14,11 +14,7 @@ import time
 
 import trio
 
-from kbroker.group import records
-from kbroker.group.classic import ClassicGroupConfig
-from kbroker.group.consumer import ConsumerGroupConfig, TopicsView
-from kbroker.group.coordinator import CoordinatorConfig, GroupCoordinator, GroupError
-from kbroker.group.effects import Persist, Respond
+from kbroker.group.effects import GroupError, Persist, Respond
 from kbroker.topics import TopicError, TopicRequest, plan_topic
 from wire import DecodeError
 from wire.errors import ErrorCode
@@ -37,8 +33,12 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def coordinator_config(config) -> CoordinatorConfig:
+def coordinator_config(config):
     """The coordinator's settings from the broker's (Kafka's names)."""
+    from kbroker.group.classic import ClassicGroupConfig
+    from kbroker.group.consumer import ConsumerGroupConfig
+    from kbroker.group.coordinator import CoordinatorConfig
+
     return CoordinatorConfig(
         partition_count=config.offsets_topic_num_partitions,
         classic=ClassicGroupConfig(
@@ -66,14 +66,22 @@ class _Waiter:
 class GroupShell:
     def __init__(self, broker) -> None:
         self.broker = broker
-        self.coordinator = GroupCoordinator(coordinator_config(broker.config))
+        self._coordinator = None  # made, and the group cores imported, at the first group request or load
         self._waiters: dict[int, _Waiter] = {}
         self._next_waiter = 0
         self._nursery: trio.Nursery | None = None
         self._timers_changed = trio.Event()
         self._retention_check_ms = broker.config.offsets_retention_check_interval_ms
         self._next_retention_check_ms = 0
-        self._topics_view: tuple[object, TopicsView | None] = (None, None)
+        self._topics_view: tuple[object, object] = (None, None)
+
+    @property
+    def coordinator(self):
+        if self._coordinator is None:
+            from kbroker.group.coordinator import GroupCoordinator
+
+            self._coordinator = GroupCoordinator(coordinator_config(self.broker.config))
+        return self._coordinator
 
     # -- running ----------------------------------------------------------------
 
@@ -123,6 +131,8 @@ class GroupShell:
                         (time.monotonic() - started) * 1000)
 
     def _replay(self, partition: int, record: Record) -> None:
+        from kbroker.group import records
+
         if record.key is None:
             return
         try:
@@ -134,6 +144,9 @@ class GroupShell:
         self.coordinator.replay(key, value, now_ms())
 
     async def _fire_timers(self) -> None:
+        while self._coordinator is None:  # nothing to time before the first group request or load
+            await self._timers_changed.wait()
+            self._timers_changed = trio.Event()
         while True:
             now = now_ms()
             if self._topics_view[0] is not self.broker.image:
@@ -228,6 +241,8 @@ class GroupShell:
 
     def _append(self, group_id: str, pairs):
         """``(partition, last offset)`` of the appended batch, or the error that stopped it."""
+        from kbroker.group import records
+
         index = self.coordinator.partition_of(group_id)
         try:
             batch = build_batch(
@@ -275,8 +290,10 @@ class GroupShell:
         waiter.response = step.response
         waiter.done.set()
 
-    def topics_view(self) -> TopicsView:
+    def topics_view(self):
         """The image's topics as the consumer-group core sees them (internal ones left out), per image."""
+        from kbroker.group.consumer import TopicsView
+
         image = self.broker.image
         if self._topics_view[0] is not image:
             view = TopicsView(by_name={name: (topic.topic_id, len(topic.partitions)) for name, topic in image.topics.items()

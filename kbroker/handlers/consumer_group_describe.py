@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from kbroker import handlers
-from kbroker.group.consumer import ConsumerGroup
-from kbroker.group.coordinator import GroupError
+from kbroker.group.effects import GroupError
 from wire.errors import ErrorCode
 from wire.schema import API_BY_NAME
 
@@ -20,7 +19,7 @@ async def handle(broker, context, request):
         try:
             shell.coordinator.check(group_id)
             group = shell.coordinator.groups.get(group_id)
-            if not isinstance(group, ConsumerGroup):
+            if group is None or group.kind != "consumer":
                 what = "not found" if group is None else "is not a consumer group"
                 raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} {what}.")
         except GroupError as error:

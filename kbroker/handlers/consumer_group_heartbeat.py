@@ -7,7 +7,7 @@ once the records of any change are durable.
 from __future__ import annotations
 
 from kbroker import handlers
-from kbroker.group.coordinator import GroupError
+from kbroker.group.effects import GroupError
 from kbroker.group.shell import now_ms
 from wire.errors import ErrorCode
 from wire.schema import API_BY_NAME

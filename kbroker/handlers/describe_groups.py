@@ -7,8 +7,7 @@ is a consumer (KIP-848) group, which ConsumerGroupDescribe describes.
 from __future__ import annotations
 
 from kbroker import handlers
-from kbroker.group.classic import ClassicGroup
-from kbroker.group.coordinator import GroupError
+from kbroker.group.effects import GroupError
 from wire.errors import ErrorCode
 from wire.schema import API_BY_NAME
 
@@ -28,7 +27,7 @@ async def handle(broker, context, request):
             described.append(_empty(group_id, error.error_code, "Dead"))
             continue
         group = coordinator.groups.get(group_id)
-        if isinstance(group, ClassicGroup):
+        if group is not None and group.kind == "classic":
             described.append(group.describe())
         elif context.api_version >= _NOT_FOUND_FROM:
             message = f"Group {group_id} not found." if group is None else f"Group {group_id} is not a classic group."

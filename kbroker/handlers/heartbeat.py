@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kbroker import handlers
-from kbroker.group.coordinator import GroupError
+from kbroker.group.effects import GroupError
 from kbroker.group.shell import now_ms
 from wire.schema import API_BY_NAME
 

@@ -6,7 +6,6 @@ Filters match case-insensitively, as Kafka's do.
 from __future__ import annotations
 
 from kbroker import handlers
-from kbroker.group.classic import ClassicGroup
 from wire.errors import ErrorCode
 from wire.schema import API_BY_NAME
 
@@ -21,11 +20,10 @@ async def handle(broker, context, request):
     types = {kind.lower() for kind in (request.types_filter or [])}
     listed = []
     for group_id, group in coordinator.listed():
-        classic = isinstance(group, ClassicGroup)
+        kind = group.kind
         state = group.state.value
-        kind = "classic" if classic else "consumer"
         if (states and state.lower() not in states) or (types and kind not in types):
             continue
-        protocol_type = (group.protocol_type or "") if classic else "consumer"
+        protocol_type = (group.protocol_type or "") if kind == "classic" else "consumer"
         listed.append(ListedGroup(group_id=group_id, protocol_type=protocol_type, group_state=state, group_type=kind))
     return ListGroupsResponse(error_code=ErrorCode.NONE, groups=listed)

@@ -8,8 +8,7 @@ allowed only for a group without members. From v10 topics come by id.
 from __future__ import annotations
 
 from kbroker import handlers
-from kbroker.group.coordinator import GroupError
-from kbroker.group.offsets import CommittedOffset
+from kbroker.group.effects import GroupError
 from kbroker.group.shell import now_ms
 from wire.errors import ErrorCode
 from wire.schema import API_BY_NAME
@@ -22,6 +21,8 @@ _TOPIC_IDS_FROM = 10
 
 @handlers.handles("OffsetCommit", 2, 10)
 async def handle(broker, context, request):
+    from kbroker.group.offsets import CommittedOffset  # the group cores load at the first group request
+
     shell, image, now = broker.groups, broker.image, now_ms()
     by_id = context.api_version >= _TOPIC_IDS_FROM
     names = {topic.topic_id: name for name, topic in image.topics.items()} if by_id else {}

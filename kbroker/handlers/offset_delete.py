@@ -7,7 +7,7 @@ Offsets of topics the group's members still subscribe to are kept
 from __future__ import annotations
 
 from kbroker import handlers
-from kbroker.group.coordinator import GroupError
+from kbroker.group.effects import GroupError
 from wire.errors import ErrorCode
 from wire.schema import API_BY_NAME
 

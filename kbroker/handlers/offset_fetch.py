@@ -7,8 +7,7 @@ transactional offset commits exist (until then nothing is pending).
 from __future__ import annotations
 
 from kbroker import handlers
-from kbroker.group.consumer import ConsumerGroup
-from kbroker.group.coordinator import GroupError
+from kbroker.group.effects import GroupError
 from wire.errors import ErrorCode
 from wire.schema import API_BY_NAME
 
@@ -51,7 +50,7 @@ def _fetch(broker, group_id: str, wanted, member_id, member_epoch: int, version:
         coordinator.check(group_id)
         group = coordinator.groups.get(group_id)
         # A KIP-848 member (v9+) is checked as for a commit; classic groups check no member here.
-        if isinstance(group, ConsumerGroup) and member_id is not None:
+        if group is not None and group.kind == "consumer" and member_id is not None:
             code = group.validate_offset_commit(member_id, member_epoch)
             if code:
                 raise GroupError(code)
