@@ -137,3 +137,35 @@ def test_coordinator_load_in_progress_after_a_restart(tmp_path):
         assert {p.committed_offset for p in group.topics[0].partitions} == set(range(2000))
     finally:
         broker.kill()
+
+
+def test_offset_delete_keeps_subscribed_topics_and_list_groups_filters(port):
+    OffsetDelete = API_BY_NAME["OffsetDelete"].request_class
+    ListGroups = API_BY_NAME["ListGroups"].request_class
+    partition = OffsetCommit.OffsetCommitRequestTopic.OffsetCommitRequestPartition(partition_index=0, committed_offset=3)
+    simple = OffsetCommit(group_id="errors-simple", generation_id_or_member_epoch=-1, member_id="",
+                          topics=[OffsetCommit.OffsetCommitRequestTopic(name="gone", partitions=[partition])])
+    assert call(port, "OffsetCommit", 8, simple).topics[0].partitions[0].error_code == ErrorCode.NONE
+    wanted = [OffsetDelete.OffsetDeleteRequestTopic(name="gone", partitions=[
+        OffsetDelete.OffsetDeleteRequestTopic.OffsetDeleteRequestPartition(partition_index=0)])]
+    deleted = call(port, "OffsetDelete", 0, OffsetDelete(group_id="errors-simple", topics=wanted))
+    assert deleted.error_code == ErrorCode.NONE and deleted.topics[0].partitions[0].error_code == ErrorCode.NONE
+    fetch = OffsetFetch(groups=[OffsetFetch.OffsetFetchRequestGroup(group_id="errors-simple", topics=None)])
+    assert call(port, "OffsetFetch", 8, fetch).groups[0].topics == []
+
+    # A member's classic subscription (ConsumerProtocol v0: version, [topics], user data) protects its topic.
+    subscription = b"\x00\x00" + b"\x00\x00\x00\x01" + b"\x00\x04kept" + b"\xff\xff\xff\xff"
+    body = JoinGroup(group_id="errors-subscribed", session_timeout_ms=10_000, rebalance_timeout_ms=60_000, member_id="",
+                     protocol_type="consumer", protocols=[JoinGroup.JoinGroupRequestProtocol(name="range", metadata=subscription)])
+    joined = call(port, "JoinGroup", 3, body)
+    call(port, "SyncGroup", 3, SyncGroup(group_id="errors-subscribed", generation_id=joined.generation_id,
+                                         member_id=joined.member_id, assignments=[]))
+    wanted[0].name = "kept"
+    refused = call(port, "OffsetDelete", 0, OffsetDelete(group_id="errors-subscribed", topics=wanted))
+    assert refused.topics[0].partitions[0].error_code == ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+
+    listed = call(port, "ListGroups", 5, ListGroups(states_filter=["stable"], types_filter=["classic"])).groups
+    assert "errors-subscribed" in {g.group_id for g in listed} and {g.group_state for g in listed} == {"Stable"}
+    assert {g.group_type for g in listed} == {"classic"}
+    consumers = call(port, "ListGroups", 5, ListGroups(states_filter=[], types_filter=["consumer"])).groups
+    assert {g.group_type for g in consumers} <= {"consumer"} and "errors-subscribed" not in {g.group_id for g in consumers}
