@@ -17,6 +17,7 @@ import trio
 from kbroker.config import BrokerConfig
 from kbroker.flusher import Flusher
 from kbroker.group.shell import GroupShell
+from kbroker.log_maintenance import LogMaintenance
 from kbroker.metadata.image import BrokerEndpoint, MetadataImage
 from kbroker.metadata.metadata_log import MetadataLog
 from kbroker.replica import Partition
@@ -131,6 +132,7 @@ class Broker:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
                 await nursery.start(self.groups.run)
+                nursery.start_soon(LogMaintenance(self.logs, self.config).run)
                 listeners = await nursery.start(self.server.serve, settings.host, settings.port, settings.sockets)
                 self.port = listeners[0].socket.getsockname()[1]
                 endpoint = BrokerEndpoint(

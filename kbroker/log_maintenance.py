@@ -1,0 +1,82 @@
+"""Retention and compaction of every partition, in the background (Kafka's LogManager and LogCleaner).
+
+Every ``log.retention.check.interval.ms`` old segments of ``delete`` topics
+go; every ``log.cleaner.backoff.ms`` a ``compact`` topic whose dirty part is
+at least ``min.cleanable.dirty.ratio`` of its cleanable bytes is compacted
+(``__consumer_offsets`` among them).
+
+Both run on the event loop between other work: retention only unlinks whole
+segments, and a cleaning round rewrites closed segments of one partition at
+a time. Where cleaning stopped is kept in memory, not in Kafka's
+``cleaner-offset-checkpoint`` file: after a restart a log is cleaned from its
+start again, which costs work but loses nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import trio
+
+from log.cleaner import clean, cleanable_range
+
+logger = logging.getLogger(__name__)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class LogMaintenance:
+    def __init__(self, logs, config) -> None:
+        self.logs = logs  # the LogManager: its ``logs`` dict changes as topics come and go
+        self.retention_interval_s = config.log_retention_check_interval_ms / 1000
+        self.cleaner_enabled = config.log_cleaner_enable
+        self.cleaner_backoff_s = config.log_cleaner_backoff_ms / 1000
+        self.first_dirty: dict[tuple[str, int], int] = {}
+
+    async def run(self) -> None:
+        next_retention = next_cleaning = time.monotonic()
+        while True:
+            now = time.monotonic()
+            if now >= next_retention:
+                next_retention = now + self.retention_interval_s
+                await self.enforce_retention()
+            if self.cleaner_enabled and now >= next_cleaning:
+                next_cleaning = now + self.cleaner_backoff_s
+                await self.compact()
+            await trio.sleep(max(0.0, min(next_retention, next_cleaning if self.cleaner_enabled else next_retention)
+                                 - time.monotonic()))
+
+    async def enforce_retention(self) -> None:
+        for key, log in list(self.logs.logs.items()):
+            if log.config.delete:
+                deleted = log.apply_retention(_now_ms())
+                if deleted:
+                    logger.info("%s-%d: retention deleted %d segment(s); log starts at %d", *key, len(deleted),
+                                log.log_start_offset)
+            await trio.lowlevel.checkpoint()
+
+    async def compact(self) -> None:
+        for key, log in list(self.logs.logs.items()):
+            if log.config.compact and self._worth_cleaning(key, log):
+                result = clean(log, now_ms=_now_ms(), first_dirty_offset=self.first_dirty.get(key))
+                self.first_dirty[key] = result.next_dirty_offset
+            await trio.lowlevel.checkpoint()
+
+    def _worth_cleaning(self, key, log) -> bool:
+        """The dirty share of the cleanable bytes reaches the topic's min.cleanable.dirty.ratio."""
+        first_dirty, first_uncleanable = cleanable_range(log, _now_ms(), self.first_dirty.get(key))
+        if first_uncleanable <= first_dirty:
+            return False
+        clean_bytes = dirty_bytes = 0
+        for segment in log.segments[:-1]:
+            if segment.base_offset >= first_uncleanable:
+                break
+            if segment.base_offset >= first_dirty:
+                dirty_bytes += segment.size
+            else:
+                clean_bytes += segment.size
+        total = clean_bytes + dirty_bytes
+        return total > 0 and dirty_bytes / total >= log.config.min_cleanable_dirty_ratio
