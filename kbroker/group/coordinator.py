@@ -197,6 +197,39 @@ class GroupCoordinator:
                 accepted[key] = committed
         return errors, self._store_offsets(self.offsets.commit_records(group_id, accepted))
 
+    def commit_transactional_offsets(self, group_id: str, producer_id: int, producer_epoch: int, member_id: str,
+                                     group_instance_id: str | None, generation_id: int,
+                                     commits: dict[tuple[str, int], CommittedOffset]) -> tuple[dict, list]:
+        """TxnOffsetCommit: offsets written in the producer's transaction, visible only once it commits."""
+        self.check(group_id)
+        group = self.groups.get(group_id)
+        if group is None:
+            if generation_id >= 0:
+                raise GroupError(ErrorCode.ILLEGAL_GENERATION)
+            group = self.groups[group_id] = ClassicGroup(group_id, self.config.classic, 0, self._classic_member_id)
+        if generation_id >= 0 or member_id:  # a member's identity, when given, must hold
+            if isinstance(group, ClassicGroup):
+                error = group.validate_offset_commit(member_id, group_instance_id, generation_id)
+            else:
+                error = group.validate_offset_commit(member_id, generation_id)
+            if error:
+                raise GroupError(error)
+        errors, written = {}, []
+        for key, committed in commits.items():
+            if len(committed.metadata.encode()) > self.config.offset_metadata_max_bytes:
+                errors[key] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+            else:
+                errors[key] = ErrorCode.NONE
+                written.append(key)
+        offset_records = self.offsets.commit_records(group_id, {key: commits[key] for key in written})
+        for key, value in offset_records:
+            self.offsets.replay_transactional(producer_id, key, value)
+        return errors, [Persist(tuple(offset_records), producer=(producer_id, producer_epoch))] if offset_records else []
+
+    def transaction_ended(self, partition: int, producer_id: int, commit: bool) -> None:
+        """A COMMIT or ABORT marker for ``producer_id`` reached offsets partition ``partition``."""
+        self.offsets.end_transaction(producer_id, commit, lambda group_id: self.partition_of(group_id) == partition)
+
     def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> tuple[dict, list]:
         """OffsetDelete: an error per partition, and the tombstones of those deleted."""
         self.check(group_id)

@@ -24,9 +24,12 @@ class GroupError(Exception):
 @dataclass(frozen=True)
 class Persist:
     """Append these ``(key, value)`` records (values ``None`` for tombstones) to the
-    group's ``__consumer_offsets`` partition and wait until they are durable."""
+    group's ``__consumer_offsets`` partition and wait until they are durable.
+    ``producer`` ``(id, epoch)`` writes them as part of that producer's transaction
+    (TxnOffsetCommit): they count only once its COMMIT marker follows."""
 
     records: tuple[tuple[object, object | None], ...]
+    producer: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)

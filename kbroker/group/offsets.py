@@ -23,6 +23,8 @@ class CommittedOffset:
 class OffsetStore:
     def __init__(self) -> None:
         self._by_group: dict[str, dict[tuple[str, int], CommittedOffset]] = {}
+        # Transactional commits waiting for their producer's marker: producer id -> [(key, value)]
+        self._pending: dict[int, list] = {}
 
     def groups(self) -> list[str]:
         return list(self._by_group)
@@ -75,6 +77,25 @@ class OffsetStore:
             commit_timestamp_ms=value.commit_timestamp,
             expire_timestamp_ms=getattr(value, "expire_timestamp", -1),
         )
+
+    def replay_transactional(self, producer_id: int, key, value) -> None:
+        """A TxnOffsetCommit record: it counts once the producer's transaction commits."""
+        self._pending.setdefault(producer_id, []).append((key, value))
+
+    def end_transaction(self, producer_id: int, commit: bool, owns_group) -> None:
+        """The producer's marker reached the partition of the groups ``owns_group`` accepts."""
+        kept = []
+        for key, value in self._pending.pop(producer_id, []):
+            if not owns_group(key.group):
+                kept.append((key, value))
+            elif commit:
+                self.replay(key, value)
+        if kept:
+            self._pending[producer_id] = kept
+
+    def pending_partitions(self, group_id: str) -> set[tuple[str, int]]:
+        """Partitions with a transactional commit of the group still undecided."""
+        return {(key.topic, key.partition) for pending in self._pending.values() for key, _ in pending if key.group == group_id}
 
     def forget_group(self, group_id: str) -> None:
         self._by_group.pop(group_id, None)

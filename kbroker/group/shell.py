@@ -16,9 +16,10 @@ import trio
 
 from kbroker.group.effects import GroupError, Persist, Respond
 from kbroker.topics import TopicError, TopicRequest, plan_topic
+from log.producer_state import read_txn_marker
 from wire import DecodeError
 from wire.errors import ErrorCode
-from wire.records import Record, build_batch, decode_records, iter_batches
+from wire.records import ControlRecordType, Record, build_batch, decode_records, iter_batches
 
 logger = logging.getLogger(__name__)
 
@@ -111,15 +112,20 @@ class GroupShell:
             data = region.read()
             for position, header in iter_batches(data, allow_partial_tail=True):
                 offset = header.last_offset + 1
-                if header.is_control:
+                if header.is_control:  # a transaction's end: its offset commits count, or not
+                    marker = read_txn_marker(data, position)
+                    if marker is not None:
+                        self.coordinator.transaction_ended(partition, header.producer_id,
+                                                           marker.kind == ControlRecordType.COMMIT)
                     continue
                 try:
                     _, batch_records = decode_records(data, position)
                 except DecodeError as error:
                     logger.warning("%s-%d: skipping an unreadable batch at %d: %s", OFFSETS_TOPIC, partition, header.base_offset, error)
                     continue
+                producer_id = header.producer_id if header.is_transactional else None
                 for record in batch_records:
-                    self._replay(partition, record)
+                    self._replay(partition, record, producer_id)
                     count += 1
                     if count % _LOAD_RECORDS_PER_TURN == 0:  # other requests are served meanwhile
                         await trio.lowlevel.checkpoint()
@@ -130,7 +136,7 @@ class GroupShell:
             logger.info("%s-%d: %d group records loaded in %.0f ms", OFFSETS_TOPIC, partition, count,
                         (time.monotonic() - started) * 1000)
 
-    def _replay(self, partition: int, record: Record) -> None:
+    def _replay(self, partition: int, record: Record, producer_id: int | None = None) -> None:
         from kbroker.group import records
 
         if record.key is None:
@@ -141,7 +147,10 @@ class GroupShell:
         except DecodeError as error:
             logger.warning("%s-%d: skipping a record: %s", OFFSETS_TOPIC, partition, error)
             return
-        self.coordinator.replay(key, value, now_ms())
+        if producer_id is not None and isinstance(key, records.OffsetCommitKey):
+            self.coordinator.offsets.replay_transactional(producer_id, key, value)
+        else:
+            self.coordinator.replay(key, value, now_ms())
 
     async def _fire_timers(self) -> None:
         while self._coordinator is None:  # nothing to time before the first group request or load
@@ -165,6 +174,10 @@ class GroupShell:
             self._timers_changed = trio.Event()
 
     # -- what handlers use ----------------------------------------------------------
+
+    def transaction_ended(self, partition: int, producer_id: int, commit: bool) -> None:
+        """A transaction marker was written to offsets partition ``partition`` (kbroker/txn/markers.py)."""
+        self.coordinator.transaction_ended(partition, producer_id, commit)
 
     def ensure_offsets_topic(self) -> None:
         """Create ``__consumer_offsets`` at the first group request, as Kafka does."""
@@ -234,12 +247,12 @@ class GroupShell:
         for effect in effects:
             if isinstance(effect, Persist):
                 if effect.records:
-                    steps.append(self._append(group_id, effect.records))
+                    steps.append(self._append(group_id, effect.records, effect.producer))
             else:
                 steps.append(effect)
         return steps
 
-    def _append(self, group_id: str, pairs):
+    def _append(self, group_id: str, pairs, producer: tuple[int, int] | None = None):
         """``(partition, last offset)`` of the appended batch, or the error that stopped it."""
         from kbroker.group import records
 
@@ -250,6 +263,7 @@ class GroupShell:
                         value=None if value is None else records.encode_value(value))
                  for i, (key, value) in enumerate(pairs)],
                 base_timestamp=now_ms(),
+                **({} if producer is None else {"producer_id": producer[0], "producer_epoch": producer[1], "transactional": True}),
             )
             partition = self.broker.partition(OFFSETS_TOPIC, index)
             appended = partition.log.append(bytearray(batch), leader_epoch=partition.leader_epoch, origin="coordinator")

@@ -1,7 +1,9 @@
 """OffsetFetch (9): a group's committed offsets (one group before v8, several from v8).
 
-Partitions without a commit answer offset -1. ``require_stable`` matters once
-transactional offset commits exist (until then nothing is pending).
+Partitions without a commit answer offset -1. With ``require_stable`` (v7+,
+KIP-447) a partition whose transactional commit is not yet decided answers
+UNSTABLE_OFFSET_COMMIT, so that the consumer retries instead of reading a
+position that may be rolled back.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ async def handle(broker, context, request):
     version = context.api_version
     if version < _GROUPS_FROM:
         wanted = None if request.topics is None else [(t.name, None, t.partition_indexes) for t in request.topics]
-        error, found = _fetch(broker, request.group_id, wanted, None, -1, version)
+        error, found = _fetch(broker, request.group_id, wanted, None, -1, version, request.require_stable)
         topics = [OldTopic(name=name, partitions=[OldPartition(**fields) for fields in partitions]) for name, _, partitions in found]
         return OffsetFetchResponse(topics=topics, error_code=error)
     names = {topic.topic_id: name for name, topic in broker.image.topics.items()}
@@ -36,14 +38,15 @@ async def handle(broker, context, request):
         wanted = None
         if group.topics is not None:
             wanted = [(names.get(t.topic_id) if version >= _TOPIC_IDS_FROM else t.name, t.topic_id, t.partition_indexes) for t in group.topics]
-        error, found = _fetch(broker, group.group_id, wanted, group.member_id, group.member_epoch, version)
+        error, found = _fetch(broker, group.group_id, wanted, group.member_id, group.member_epoch, version,
+                              request.require_stable)
         topics = [GroupTopic(name=name or "", topic_id=topic_id if topic_id is not None else ids.get(name),
                              partitions=[GroupPartition(**fields) for fields in partitions]) for name, topic_id, partitions in found]
         groups.append(Group(group_id=group.group_id, topics=topics, error_code=error))
     return OffsetFetchResponse(groups=groups)
 
 
-def _fetch(broker, group_id: str, wanted, member_id, member_epoch: int, version: int):
+def _fetch(broker, group_id: str, wanted, member_id, member_epoch: int, version: int, require_stable: bool = False):
     """(group error, [(topic name, topic id, [partition fields])]) for ``wanted`` (None: every committed one)."""
     coordinator = broker.groups.coordinator
     try:
@@ -64,10 +67,14 @@ def _fetch(broker, group_id: str, wanted, member_id, member_epoch: int, version:
         for topic, partition in sorted(committed):
             by_topic.setdefault(topic, []).append(partition)
         wanted = [(topic, None, partitions) for topic, partitions in by_topic.items()]
+    # With require_stable (KIP-447), a partition whose transactional commit is undecided says so.
+    unstable = coordinator.offsets.pending_partitions(group_id) if require_stable else set()
     found = []
     for name, topic_id, partitions in wanted:
         code = ErrorCode.UNKNOWN_TOPIC_ID if name is None else ErrorCode.NONE
-        found.append((name, topic_id, [_partition(committed.get((name, p)), p, code) for p in partitions]))
+        found.append((name, topic_id, [
+            _partition(committed.get((name, p)), p, ErrorCode.UNSTABLE_OFFSET_COMMIT if (name, p) in unstable else code)
+            for p in partitions]))
     return ErrorCode.NONE, found
 
 

@@ -108,3 +108,21 @@ def test_offsets_of_an_empty_group_expire_after_the_retention():
     assert coordinator.expire_offsets(500) == []
     [(group_id, effects)] = coordinator.expire_offsets(100 + 1000)
     assert group_id == "g" and persisted(effects) == [(records.OffsetCommitKey(group="g", topic="t", partition=0), None)]
+
+
+def test_transactional_commits_wait_for_their_marker():
+    coordinator = loaded_coordinator()
+    partition = coordinator.partition_of("g")
+    errors, effects = coordinator.commit_transactional_offsets("g", 7, 0, "", None, -1, {("t", 0): offset(3)})
+    assert errors == {("t", 0): ErrorCode.NONE}
+    assert [effect.producer for effect in effects] == [(7, 0)]  # written inside producer 7's transaction
+    assert coordinator.offsets.get("g", "t", 0) is None
+    assert coordinator.offsets.pending_partitions("g") == {("t", 0)}
+    coordinator.transaction_ended(partition + 1, 7, commit=True)  # another partition's marker: not ours
+    assert coordinator.offsets.get("g", "t", 0) is None
+    coordinator.transaction_ended(partition, 7, commit=True)
+    assert coordinator.offsets.get("g", "t", 0).offset == 3 and not coordinator.offsets.pending_partitions("g")
+
+    coordinator.commit_transactional_offsets("g", 8, 0, "", None, -1, {("t", 0): offset(9)})
+    coordinator.transaction_ended(partition, 8, commit=False)
+    assert coordinator.offsets.get("g", "t", 0).offset == 3  # the aborted commit never counted

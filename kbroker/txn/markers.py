@@ -1,0 +1,53 @@
+"""Transaction markers: COMMIT or ABORT control batches ending a producer's transaction on partitions.
+
+What a partition leader does for WriteTxnMarkers. The coordinator calls it
+directly on a single node (the same interface the request serves); each
+marker is appended through the log's producer state, which ends the
+transaction there (last stable offset, ``.txnindex`` for aborts), and is
+answered once fsynced. A marker on a ``__consumer_offsets`` partition also
+tells the group coordinator to make that producer's pending offsets visible,
+or to drop them.
+"""
+
+from __future__ import annotations
+
+import time
+
+from log.partition_log import ProducerStateError
+from wire.errors import ErrorCode
+from wire.records import ControlRecordType, build_control_batch
+
+OFFSETS_TOPIC = "__consumer_offsets"
+
+
+async def write_markers(broker, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
+                        partitions) -> dict[tuple[str, int], int]:
+    """Append the marker to every ``(topic, partition)``; an error code for each, once all are durable."""
+    kind = ControlRecordType.COMMIT if commit else ControlRecordType.ABORT
+    errors: dict[tuple[str, int], int] = {}
+    appended = []
+    now_ms = int(time.time() * 1000)
+    for topic, index in partitions:
+        image = broker.image.topics.get(topic)
+        if image is None or not 0 <= index < len(image.partitions):
+            errors[(topic, index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            continue
+        partition = broker.partition(topic, index)
+        batch = bytearray(build_control_batch(kind, producer_id, producer_epoch, coordinator_epoch, now_ms))
+        try:
+            result = partition.log.append(batch, leader_epoch=partition.leader_epoch, origin="coordinator")
+        except ProducerStateError as error:
+            errors[(topic, index)] = error.error_code
+            continue
+        partition.start_flush(result.last_offset)
+        appended.append(((topic, index), partition, result.last_offset))
+        if topic == OFFSETS_TOPIC:
+            broker.groups.transaction_ended(index, producer_id, commit)
+    for key, partition, last_offset in appended:
+        try:
+            await partition.wait_durable(last_offset)
+        except OSError:
+            errors[key] = ErrorCode.KAFKA_STORAGE_ERROR
+        else:
+            errors[key] = ErrorCode.NONE
+    return errors
