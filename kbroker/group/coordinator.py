@@ -175,19 +175,45 @@ class GroupCoordinator:
     def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None, generation_or_epoch: int,
                        api_version: int, commits: dict[tuple[str, int], CommittedOffset]) -> tuple[dict, list]:
         """Validate and store ``commits``: (error code per partition, effects)."""
+        self._check_committer(group_id, member_id, group_instance_id, generation_or_epoch,
+                              # v9+ says GROUP_ID_NOT_FOUND; older versions keep ILLEGAL_GENERATION, as Kafka.
+                              ErrorCode.GROUP_ID_NOT_FOUND if api_version >= 9 else ErrorCode.ILLEGAL_GENERATION)
+        errors, accepted = self._accepted(commits)
+        return errors, self._store_offsets(self.offsets.commit_records(group_id, accepted))
+
+    def commit_transactional_offsets(self, group_id: str, producer_id: int, producer_epoch: int, member_id: str,
+                                     group_instance_id: str | None, generation_id: int,
+                                     commits: dict[tuple[str, int], CommittedOffset]) -> tuple[dict, list]:
+        """TxnOffsetCommit: offsets written in the producer's transaction, visible only once it commits."""
+        self._check_committer(group_id, member_id, group_instance_id, generation_id, ErrorCode.ILLEGAL_GENERATION,
+                              transactional=True)
+        errors, accepted = self._accepted(commits)
+        offset_records = self.offsets.commit_records(group_id, accepted)
+        for key, value in offset_records:
+            self.offsets.replay_transactional(producer_id, key, value)
+        return errors, [Persist(tuple(offset_records), producer=(producer_id, producer_epoch))] if offset_records else []
+
+    def _check_committer(self, group_id: str, member_id: str, group_instance_id: str | None, generation_or_epoch: int,
+                         no_group_error: int, *, transactional: bool = False) -> None:
+        """Raise unless this member (or a memberless "simple" committer) may commit the group's offsets.
+        A transactional commit without any member identity (TxnOffsetCommit before v3) is not checked, as Kafka."""
         self.check(group_id)
         group = self.groups.get(group_id)
         if group is None:
             if generation_or_epoch >= 0:
-                # v9+ says GROUP_ID_NOT_FOUND; older versions keep ILLEGAL_GENERATION, as Kafka.
-                raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND if api_version >= 9 else ErrorCode.ILLEGAL_GENERATION)
+                raise GroupError(no_group_error)
             group = self.groups[group_id] = ClassicGroup(group_id, self.config.classic, 0, self._classic_member_id)
+        if transactional and generation_or_epoch < 0 and not member_id and group_instance_id is None:
+            return
         if isinstance(group, ClassicGroup):
             error = group.validate_offset_commit(member_id, group_instance_id, generation_or_epoch)
         else:
             error = group.validate_offset_commit(member_id, generation_or_epoch)
         if error:
             raise GroupError(error)
+
+    def _accepted(self, commits: dict[tuple[str, int], CommittedOffset]) -> tuple[dict, dict]:
+        """(error per partition, the commits whose metadata fits offset.metadata.max.bytes)."""
         errors, accepted = {}, {}
         for key, committed in commits.items():
             if len(committed.metadata.encode()) > self.config.offset_metadata_max_bytes:
@@ -195,36 +221,7 @@ class GroupCoordinator:
             else:
                 errors[key] = ErrorCode.NONE
                 accepted[key] = committed
-        return errors, self._store_offsets(self.offsets.commit_records(group_id, accepted))
-
-    def commit_transactional_offsets(self, group_id: str, producer_id: int, producer_epoch: int, member_id: str,
-                                     group_instance_id: str | None, generation_id: int,
-                                     commits: dict[tuple[str, int], CommittedOffset]) -> tuple[dict, list]:
-        """TxnOffsetCommit: offsets written in the producer's transaction, visible only once it commits."""
-        self.check(group_id)
-        group = self.groups.get(group_id)
-        if group is None:
-            if generation_id >= 0:
-                raise GroupError(ErrorCode.ILLEGAL_GENERATION)
-            group = self.groups[group_id] = ClassicGroup(group_id, self.config.classic, 0, self._classic_member_id)
-        if generation_id >= 0 or member_id:  # a member's identity, when given, must hold
-            if isinstance(group, ClassicGroup):
-                error = group.validate_offset_commit(member_id, group_instance_id, generation_id)
-            else:
-                error = group.validate_offset_commit(member_id, generation_id)
-            if error:
-                raise GroupError(error)
-        errors, written = {}, []
-        for key, committed in commits.items():
-            if len(committed.metadata.encode()) > self.config.offset_metadata_max_bytes:
-                errors[key] = ErrorCode.OFFSET_METADATA_TOO_LARGE
-            else:
-                errors[key] = ErrorCode.NONE
-                written.append(key)
-        offset_records = self.offsets.commit_records(group_id, {key: commits[key] for key in written})
-        for key, value in offset_records:
-            self.offsets.replay_transactional(producer_id, key, value)
-        return errors, [Persist(tuple(offset_records), producer=(producer_id, producer_epoch))] if offset_records else []
+        return errors, accepted
 
     def transaction_ended(self, partition: int, producer_id: int, commit: bool) -> None:
         """A COMMIT or ABORT marker for ``producer_id`` reached offsets partition ``partition``."""
