@@ -40,7 +40,7 @@ def _find(broker, key_type: int, key: str) -> Coordinator:
     if key_type == TRANSACTION:
         return _refused(key, ErrorCode.COORDINATOR_NOT_AVAILABLE, "This broker does not coordinate transactions yet")
     try:
-        broker.groups.ensure_offsets_topic()  # created at the first group lookup, as Kafka does
+        broker.groups.ensure_topic()  # created at the first group lookup, as Kafka does
     except GroupError as error:
         return _refused(key, ErrorCode.COORDINATOR_NOT_AVAILABLE, str(error))
     node_id = broker.settings.node_id

@@ -1,0 +1,277 @@
+"""What the group and transaction coordinators' trio shells share (Kafka's CoordinatorRuntime).
+
+A coordinator core is pure: it answers calls with effects (``Persist``,
+``Respond``; kbroker/group/effects.py). The runtime carries them out against
+an internal compacted topic (``__consumer_offsets``, ``__transaction_state``):
+
+- records are appended at once, in the order the core asked (replay depends
+  on it), as one batch per ``Persist``; answers that follow wait until the
+  batch is fsynced, and are sent from the runtime's own nursery, so a client
+  that hangs up cannot strand the answers of others;
+- a request that cannot be answered at once waits on a ``waiter`` id;
+- at start, and when the topic is created, each partition is loaded by
+  replaying its records, yielding every 1,000 records so that requests
+  meanwhile are answered (COORDINATOR_LOAD_IN_PROGRESS by the core);
+- timers: the core's ``next_deadline_ms`` and the subclass's ``timer_work``.
+
+A subclass names its topic and says how to make its core, encode and replay
+records, create the topic and what its timers do.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import trio
+
+from kbroker.group.effects import GroupError, Persist, Respond
+from kbroker.topics import TopicError, TopicRequest, plan_topic
+from log.producer_state import read_txn_marker
+from wire import DecodeError
+from wire.errors import ErrorCode
+from wire.records import ControlRecordType, Record, build_batch, decode_records, iter_batches
+
+logger = logging.getLogger(__name__)
+
+_LOAD_READ_BYTES = 1 << 20
+_LOAD_RECORDS_PER_TURN = 1000
+_WAITER_LIMIT_S = 30 * 60 + 60  # beyond the longest timeout a client may ask a coordinator to wait
+_TIMER_IDLE_S = 1.0  # the timer task's longest sleep
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class _Waiter:
+    def __init__(self) -> None:
+        self.response = None
+        self.done = trio.Event()
+
+
+class CoordinatorRuntime:
+    topic: str  # the internal topic, set by the subclass
+
+    def __init__(self, broker) -> None:
+        self.broker = broker
+        self._coordinator = None  # made (and the core imported) at the first request or load
+        self._waiters: dict[int, _Waiter] = {}
+        self._next_waiter = 0
+        self._nursery: trio.Nursery | None = None
+        self._timers_changed = trio.Event()
+
+    # -- what a subclass provides ---------------------------------------------------
+
+    def make_coordinator(self):
+        raise NotImplementedError
+
+    def topic_request(self) -> TopicRequest:
+        raise NotImplementedError
+
+    def encode(self, key, value) -> tuple[bytes, bytes | None]:
+        raise NotImplementedError
+
+    def replay(self, partition: int, record: Record, producer_id: int | None) -> None:
+        """Apply one record read back at load; ``producer_id`` when it was written in a transaction."""
+        raise NotImplementedError
+
+    def transaction_ended(self, partition: int, producer_id: int, commit: bool) -> None:
+        """A transaction marker in the topic's ``partition`` (read at load, or just written)."""
+
+    def timer_work(self, now_ms: int) -> list[tuple[str, list]]:
+        """Effects due at ``now_ms``, keyed by the id (group, transactional id) they belong to."""
+        return self.coordinator.tick(now_ms)
+
+    # -- running ----------------------------------------------------------------------
+
+    @property
+    def coordinator(self):
+        if self._coordinator is None:
+            self._coordinator = self.make_coordinator()
+        return self._coordinator
+
+    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            if self.topic in self.broker.image.topics:
+                self._load_all()
+            task_status.started()
+            await self._fire_timers()
+
+    def ensure_topic(self) -> None:
+        """Create the internal topic at the first request that needs it, as Kafka does."""
+        broker = self.broker
+        if self.topic in broker.image.topics:
+            return
+        request = self.topic_request()
+        try:
+            plans = plan_topic(broker.image, request, default_partitions=broker.config.num_partitions,
+                               default_replication=broker.config.default_replication_factor,
+                               known_configs=set(request.configs))
+        except TopicError as error:
+            raise GroupError(error.error_code, str(error)) from None
+        broker.commit(plans)
+        self._load_all()
+
+    def _load_all(self) -> None:
+        for partition in range(len(self.broker.image.topics[self.topic].partitions)):
+            if partition not in self.coordinator.loaded and partition not in self.coordinator.loading:
+                self.coordinator.begin_load(partition)
+                self._nursery.start_soon(self._load, partition)
+
+    async def _load(self, partition: int) -> None:
+        """Rebuild the partition's state from its records, yielding between reads."""
+        log = self.broker.partition(self.topic, partition).log
+        offset, end, count = log.log_start_offset, log.log_end_offset, 0
+        started = time.monotonic()
+        while offset < end:
+            region = log.read(offset, _LOAD_READ_BYTES, upper_bound=end)
+            if region is None:
+                break
+            data = region.read()
+            for position, header in iter_batches(data, allow_partial_tail=True):
+                offset = header.last_offset + 1
+                if header.is_control:
+                    marker = read_txn_marker(data, position)
+                    if marker is not None:
+                        self.transaction_ended(partition, header.producer_id, marker.kind == ControlRecordType.COMMIT)
+                    continue
+                try:
+                    _, batch_records = decode_records(data, position)
+                except DecodeError as error:
+                    logger.warning("%s-%d: skipping an unreadable batch at %d: %s", self.topic, partition,
+                                   header.base_offset, error)
+                    continue
+                producer_id = header.producer_id if header.is_transactional else None
+                for record in batch_records:
+                    if record.key is not None:
+                        self.replay(partition, record, producer_id)
+                    count += 1
+                    if count % _LOAD_RECORDS_PER_TURN == 0:  # other requests are served meanwhile
+                        await trio.lowlevel.checkpoint()
+            await trio.lowlevel.checkpoint()
+        self.coordinator.finish_load(partition, now_ms())
+        self._timers_changed.set()
+        if count:
+            logger.info("%s-%d: %d records loaded in %.0f ms", self.topic, partition, count,
+                        (time.monotonic() - started) * 1000)
+
+    async def _fire_timers(self) -> None:
+        while self._coordinator is None:  # nothing to time before the first request or load
+            await self._timers_changed.wait()
+            self._timers_changed = trio.Event()
+        while True:
+            now = now_ms()
+            for key, effects in self.timer_work(now):
+                self.apply(key, effects)
+            due = self.coordinator.next_deadline_ms()
+            sleep_s = _TIMER_IDLE_S if due is None else min(_TIMER_IDLE_S, max(0, due - now) / 1000)
+            with trio.move_on_after(sleep_s):
+                await self._timers_changed.wait()
+            self._timers_changed = trio.Event()
+
+    # -- waiters and effects ---------------------------------------------------------------
+
+    def new_waiter(self) -> int:
+        self._next_waiter += 1
+        self._waiters[self._next_waiter] = _Waiter()
+        return self._next_waiter
+
+    def deferred(self, waiter_id: int):
+        """The handler's answer: whatever the core gives ``waiter_id``, once it gives it."""
+        from kbroker.handlers import Deferred  # the handlers import the runtimes
+
+        waiter = self._waiters[waiter_id]
+        answer = Deferred(None, None)
+
+        async def ready() -> None:
+            with trio.move_on_after(_WAITER_LIMIT_S):
+                await waiter.done.wait()
+            self._waiters.pop(waiter_id, None)
+            if not waiter.done.is_set():
+                raise GroupError(0, "a coordinator request was never answered")  # a core bug: close the connection
+            answer.response = waiter.response
+
+        answer.ready = ready
+        return answer
+
+    def apply(self, key: str, effects: list) -> None:
+        """Carry out ``effects`` in order, in the background."""
+        steps = self._stage(key, effects)
+        if steps:
+            self._nursery.start_soon(self._carry_out, key, steps, None, None)
+
+    async def wait_applied(self, key: str, effects: list) -> bool:
+        """Carry out ``effects`` and wait until done; False if a write failed. (Done in the
+        background all the same, so that the caller's cancellation cannot cut the answers
+        to others short.)"""
+        steps = self._stage(key, effects)
+        if not steps:
+            return True
+        done, failures = trio.Event(), []
+        self._nursery.start_soon(self._carry_out, key, steps, done, failures)
+        await done.wait()
+        return not failures
+
+    def _stage(self, key: str, effects: list) -> list:
+        """Append the records now, in the order the core asked; what is left to do is
+        waiting for their fsync and answering."""
+        self.coordinator.after(key, effects)
+        self._timers_changed.set()
+        steps = []
+        for effect in effects:
+            if isinstance(effect, Persist):
+                if effect.records:
+                    steps.append(self._append(key, effect.records, effect.producer))
+            else:
+                steps.append(effect)
+        return steps
+
+    def _append(self, key: str, pairs, producer: tuple[int, int] | None):
+        """``(partition, last offset)`` of the appended batch, or the error that stopped it."""
+        index = self.coordinator.partition_of(key)
+        try:
+            encoded = [self.encode(record_key, value) for record_key, value in pairs]
+            transactional = {} if producer is None else {"producer_id": producer[0], "producer_epoch": producer[1],
+                                                         "transactional": True}
+            batch = build_batch([Record(offset_delta=i, key=k, value=v) for i, (k, v) in enumerate(encoded)],
+                                base_timestamp=now_ms(), **transactional)
+            partition = self.broker.partition(self.topic, index)
+            appended = partition.log.append(bytearray(batch), leader_epoch=partition.leader_epoch, origin="coordinator")
+        except (OSError, KeyError) as error:
+            logger.error("%s-%d: records of %r not written: %s", self.topic, index, key, error)
+            return error
+        return partition, appended.last_offset
+
+    async def _carry_out(self, key: str, steps: list, done: trio.Event | None, failures: list | None) -> None:
+        failed = None
+        try:
+            for step in steps:
+                if isinstance(step, Respond):
+                    self._respond(step, failed)
+                elif failed is not None:
+                    continue
+                elif isinstance(step, BaseException):
+                    failed = step
+                else:
+                    partition, last_offset = step
+                    try:
+                        await partition.wait_durable(last_offset)
+                    except OSError as error:
+                        logger.error("%s: records of %r not made durable: %s", self.topic, key, error)
+                        failed = error
+        finally:
+            if failures is not None and failed is not None:
+                failures.append(failed)
+            if done is not None:
+                done.set()
+
+    def _respond(self, step: Respond, failed: BaseException | None) -> None:
+        waiter = self._waiters.get(step.waiter)
+        if waiter is None or waiter.done.is_set():
+            return
+        if failed is not None and hasattr(step.response, "error_code"):
+            step.response.error_code = ErrorCode.COORDINATOR_NOT_AVAILABLE  # what it depends on was not written
+        waiter.response = step.response
+        waiter.done.set()
