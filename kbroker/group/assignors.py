@@ -63,10 +63,18 @@ def _uniform(members, partition_counts, current) -> dict[str, list[tuple[uuid.UU
     )
     if not wanted:
         return {member_id: [] for member_id in order}
-    subscribed = [m for m in order if members[m].topic_ids]
+    wanted_topics = {topic_id for topic_id, _ in wanted}
+    # Only members that can take something share the load; counting the others would lower each share
+    # and strip partitions from their owners only to hand them straight back, maybe to someone else.
+    subscribed = [m for m in order if members[m].topic_ids & wanted_topics]
     ceiling = -(-len(wanted) // len(subscribed))
     at_ceiling = len(wanted) - (ceiling - 1) * len(subscribed)  # how many members may hold the ceiling
     valid = set(wanted)
+    previous_owner: dict[tuple[uuid.UUID, int], str] = {}
+    for member_id in order:
+        for topic_id, partitions in current.get(member_id, {}).items():
+            for partition in partitions:
+                previous_owner.setdefault((topic_id, partition), member_id)
     owned: dict[str, list[tuple[uuid.UUID, int]]] = {}
     taken: set[tuple[uuid.UUID, int]] = set()
     # 1. Keep what each member already owns and may still own, up to its share.
@@ -84,28 +92,31 @@ def _uniform(members, partition_counts, current) -> dict[str, list[tuple[uuid.UU
             at_ceiling -= 1
         owned[member_id] = kept
         taken.update(kept)
-    # 2. Hand out the rest, each to the eligible member holding the fewest.
-    for topic_id, partition in wanted:
-        if (topic_id, partition) in taken:
+    # 2. Hand out the rest, each to the eligible member holding the fewest; among equals its previous
+    #    owner first, so a partition set aside in step 1 goes back where it was when balance allows.
+    for topic_pair in wanted:
+        if topic_pair in taken:
             continue
-        eligible = [m for m in order if topic_id in members[m].topic_ids]
-        chosen = min(eligible, key=lambda m: (len(owned[m]), order.index(m)))
-        owned[chosen].append((topic_id, partition))
+        eligible = [m for m in order if topic_pair[0] in members[m].topic_ids]
+        chosen = min(eligible, key=lambda m: (len(owned[m]), m != previous_owner.get(topic_pair), order.index(m)))
+        owned[chosen].append(topic_pair)
     # 3. Subscriptions that differ can leave imbalance a move can fix; each move narrows the gap.
     for _ in range(len(wanted)):
-        if not _move_one(order, members, owned):
+        if not _move_one(order, members, owned, previous_owner):
             break
     return owned
 
 
-def _move_one(order, members, owned) -> bool:
+def _move_one(order, members, owned, previous_owner) -> bool:
     for giver in sorted(order, key=lambda m: -len(owned[m])):
         for taker in sorted(order, key=lambda m: len(owned[m])):
             if len(owned[giver]) - len(owned[taker]) <= 1:
                 break
             movable = [tp for tp in owned[giver] if tp[0] in members[taker].topic_ids]
             if movable:
-                moved = movable[-1]
+                # Rather one the taker owned before (a move back), else the giver's newest.
+                returning = [tp for tp in movable if previous_owner.get(tp) == taker]
+                moved = returning[0] if returning else movable[-1]
                 owned[giver].remove(moved)
                 owned[taker].append(moved)
                 return True

@@ -71,3 +71,36 @@ def test_assignments_are_complete_disjoint_and_sticky(subscriptions, counts, nam
         if all(m.topic_ids == frozenset(TOPICS) for m in members.values()):
             for member_id in rest:  # the others keep all they had
                 assert pairs({member_id: first[member_id]}) <= pairs({member_id: later[member_id]})
+
+
+def test_uniform_does_not_swap_partitions_because_of_a_member_with_nothing_to_take():
+    # "c" subscribes only to a topic with no partitions: it must not shrink a's and b's shares.
+    members = members_of({"a": {TOPICS[0]}, "b": {TOPICS[0]}, "c": {TOPICS[1]}})
+    current = {"a": {TOPICS[0]: frozenset({3, 4, 5})}, "b": {TOPICS[0]: frozenset({0, 1, 2})}}
+    assert assign("uniform", members, {TOPICS[0]: 6}, current) == {
+        "a": {TOPICS[0]: frozenset({3, 4, 5})}, "b": {TOPICS[0]: frozenset({0, 1, 2})}, "c": {}}
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    subscriptions=st.dictionaries(st.sampled_from("abcdefg"), st.sets(st.sampled_from(TOPICS)), min_size=1, max_size=7),
+    counts=st.lists(st.integers(0, 12), min_size=3, max_size=3),
+)
+def test_uniform_leaves_its_own_assignment_alone(subscriptions, counts):
+    partition_counts = dict(zip(TOPICS, counts))
+    members = members_of(subscriptions)
+    first = assign("uniform", members, partition_counts, {})
+    assert assign("uniform", members, partition_counts, first) == first
+
+
+@settings(max_examples=200, deadline=None)
+@given(existing=st.integers(1, 6), counts=st.lists(st.integers(0, 12), min_size=3, max_size=3))
+def test_uniform_a_joining_member_takes_only_its_share(existing, counts):
+    partition_counts = dict(zip(TOPICS, counts))
+    members = members_of({f"m{n}": set(TOPICS) for n in range(existing)})
+    before = assign("uniform", members, partition_counts, {})
+    members["new"] = MemberSubscription("new", frozenset(TOPICS))
+    after = assign("uniform", members, partition_counts, before)
+    check_valid(members, partition_counts, after)
+    moved = len(pairs(before) - {pair for m in before for pair in pairs({m: after[m]})})
+    assert moved == len(pairs({"new": after["new"]})) == sum(counts) // (existing + 1)
