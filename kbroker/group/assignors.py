@@ -63,12 +63,6 @@ def _uniform(members, partition_counts, current) -> dict[str, list[tuple[uuid.UU
     )
     if not wanted:
         return {member_id: [] for member_id in order}
-    wanted_topics = {topic_id for topic_id, _ in wanted}
-    # Only members that can take something share the load; counting the others would lower each share
-    # and strip partitions from their owners only to hand them straight back, maybe to someone else.
-    subscribed = [m for m in order if members[m].topic_ids & wanted_topics]
-    ceiling = -(-len(wanted) // len(subscribed))
-    at_ceiling = len(wanted) - (ceiling - 1) * len(subscribed)  # how many members may hold the ceiling
     valid = set(wanted)
     previous_owner: dict[tuple[uuid.UUID, int], str] = {}
     for member_id in order:
@@ -77,7 +71,8 @@ def _uniform(members, partition_counts, current) -> dict[str, list[tuple[uuid.UU
                 previous_owner.setdefault((topic_id, partition), member_id)
     owned: dict[str, list[tuple[uuid.UUID, int]]] = {}
     taken: set[tuple[uuid.UUID, int]] = set()
-    # 1. Keep what each member already owns and may still own, up to its share.
+    # 1. Keep everything each member already owns and may still own; step 3 takes away only
+    #    what balance needs, so an assignment that is already balanced stays exactly as it is.
     for member_id in order:
         kept = []
         for topic_id, partitions in sorted(current.get(member_id, {}).items(), key=lambda item: str(item[0])):
@@ -86,21 +81,17 @@ def _uniform(members, partition_counts, current) -> dict[str, list[tuple[uuid.UU
             for partition in sorted(partitions):
                 if (topic_id, partition) in valid and (topic_id, partition) not in taken:
                     kept.append((topic_id, partition))
-        limit = ceiling if at_ceiling > 0 else ceiling - 1
-        kept = kept[:limit]
-        if len(kept) == ceiling:
-            at_ceiling -= 1
         owned[member_id] = kept
         taken.update(kept)
-    # 2. Hand out the rest, each to the eligible member holding the fewest; among equals its previous
-    #    owner first, so a partition set aside in step 1 goes back where it was when balance allows.
+    # 2. Hand out the rest, each to the eligible member holding the fewest; among equals its previous owner.
     for topic_pair in wanted:
         if topic_pair in taken:
             continue
         eligible = [m for m in order if topic_pair[0] in members[m].topic_ids]
         chosen = min(eligible, key=lambda m: (len(owned[m]), m != previous_owner.get(topic_pair), order.index(m)))
         owned[chosen].append(topic_pair)
-    # 3. Subscriptions that differ can leave imbalance a move can fix; each move narrows the gap.
+    # 3. Move partitions from the most to the least loaded until no member holds two more than
+    #    another that could take one; each move narrows the gap, so len(wanted) moves are plenty.
     for _ in range(len(wanted)):
         if not _move_one(order, members, owned, previous_owner):
             break
