@@ -83,6 +83,19 @@ class CoordinatorRuntime:
         """Effects due at ``now_ms``, keyed by the id (group, transactional id) they belong to."""
         return self.coordinator.tick(now_ms)
 
+    def partition_of(self, key: str) -> int:
+        """The topic partition that holds ``key``'s records."""
+        return self.coordinator.partition_of(key)
+
+    def changed(self, key: str, effects: list) -> None:
+        """Called before ``key``'s effects are carried out (the group core re-arms its timers here)."""
+        self.coordinator.after(key, effects)
+
+    def loaded(self, partition: int, now_ms: int) -> list[tuple[str, list]]:
+        """The partition's records are all replayed; effects the core asks for then."""
+        self.coordinator.finish_load(partition, now_ms)
+        return []
+
     # -- running ----------------------------------------------------------------------
 
     @property
@@ -151,7 +164,8 @@ class CoordinatorRuntime:
                     if count % _LOAD_RECORDS_PER_TURN == 0:  # other requests are served meanwhile
                         await trio.lowlevel.checkpoint()
             await trio.lowlevel.checkpoint()
-        self.coordinator.finish_load(partition, now_ms())
+        for key, effects in self.loaded(partition, now_ms()):
+            self.apply(key, effects)
         self._timers_changed.set()
         if count:
             logger.info("%s-%d: %d records loaded in %.0f ms", self.topic, partition, count,
@@ -217,7 +231,7 @@ class CoordinatorRuntime:
     def _stage(self, key: str, effects: list) -> list:
         """Append the records now, in the order the core asked; what is left to do is
         waiting for their fsync and answering."""
-        self.coordinator.after(key, effects)
+        self.changed(key, effects)
         self._timers_changed.set()
         steps = []
         for effect in effects:
@@ -230,7 +244,7 @@ class CoordinatorRuntime:
 
     def _append(self, key: str, pairs, producer: tuple[int, int] | None):
         """``(partition, last offset)`` of the appended batch, or the error that stopped it."""
-        index = self.coordinator.partition_of(key)
+        index = self.partition_of(key)
         try:
             encoded = [self.encode(record_key, value) for record_key, value in pairs]
             transactional = {} if producer is None else {"producer_id": producer[0], "producer_epoch": producer[1],
