@@ -1,7 +1,7 @@
 """What the group and transaction coordinators' trio shells share (Kafka's CoordinatorRuntime).
 
 A coordinator core is pure: it answers calls with effects (``Persist``,
-``Respond``; kbroker/group/effects.py). The runtime carries them out against
+``Respond``; kbroker/effects.py). The runtime carries them out against
 an internal compacted topic (``__consumer_offsets``, ``__transaction_state``):
 
 - records are appended at once, in the order the core asked (replay depends
@@ -25,7 +25,7 @@ import time
 
 import trio
 
-from kbroker.group.effects import GroupError, Persist, Respond
+from kbroker.effects import CoordinatorError, Persist, Respond
 from kbroker.topics import TopicError, TopicRequest, plan_topic
 from log.producer_state import read_txn_marker
 from wire import DecodeError
@@ -123,7 +123,7 @@ class CoordinatorRuntime:
                                default_replication=broker.config.default_replication_factor,
                                known_configs=set(request.configs))
         except TopicError as error:
-            raise GroupError(error.error_code, str(error)) from None
+            raise CoordinatorError(error.error_code, str(error)) from None
         broker.commit(plans)
         self._load_all()
 
@@ -204,7 +204,7 @@ class CoordinatorRuntime:
                 await waiter.done.wait()
             self._waiters.pop(waiter_id, None)
             if not waiter.done.is_set():
-                raise GroupError(0, "a coordinator request was never answered")  # a core bug: close the connection
+                raise CoordinatorError(0, "a coordinator request was never answered")  # a core bug: close the connection
             answer.response = waiter.response
 
         answer.ready = ready

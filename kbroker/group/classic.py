@@ -3,7 +3,7 @@
 The behaviour is Kafka's ``ClassicGroup`` with the classic parts of its
 ``GroupMetadataManager``: the KIP-394 member id handshake, KIP-345 static
 members, the initial rebalance delay, rebalance and session timeouts. Pure:
-inputs carry ``now_ms``; outputs are effects (:mod:`kbroker.group.effects`).
+inputs carry ``now_ms``; outputs are effects (:mod:`kbroker.effects`).
 
 A generation's life: members join (PreparingRebalance) until all known ones
 have, or the rebalance timeout drops the silent; the generation is bumped and
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from kbroker.group import records
-from kbroker.group.effects import Persist, Respond
+from kbroker.effects import Persist, Respond
 from wire.errors import ErrorCode
 from wire.schema import API_BY_NAME
 

@@ -3,7 +3,7 @@
 The behaviour is Kafka's ``ConsumerGroup`` with the consumer-group parts of its
 ``GroupMetadataManager``; the reconciliation of one member is
 :mod:`kbroker.group.reconciliation`. Pure: inputs carry ``now_ms``, outputs are
-a response value and effects (:mod:`kbroker.group.effects`).
+a response value and effects (:mod:`kbroker.effects`).
 
 Three epochs drive it. A change of membership or subscriptions bumps the
 *group epoch*; a target assignment is then computed by the server-side
@@ -27,7 +27,7 @@ from typing import Callable, Mapping
 
 from kbroker.group import assignors, records
 from kbroker.group import consumer_records as stored
-from kbroker.group.effects import Persist
+from kbroker.effects import Persist
 from kbroker.group.reconciliation import (
     NO_EPOCH,
     Assignment,

@@ -1,7 +1,7 @@
 """Every group of the ``__consumer_offsets`` partitions this broker leads, and their offsets.
 
 Pure, like the group cores it routes to: each call takes ``now_ms`` and
-returns effects (:mod:`kbroker.group.effects`) for the shell to carry out.
+returns effects (:mod:`kbroker.effects`) for the shell to carry out.
 A group id belongs to one partition (:func:`records.coordinator_partition`)
 and to one kind of group, classic or consumer (KIP-848); the kind changes
 only while the group is empty, as in Kafka.
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from kbroker.group import records
 from kbroker.group.classic import ClassicGroup, ClassicGroupConfig, GroupState
 from kbroker.group.consumer import ConsumerGroup, ConsumerGroupConfig, TopicsView
-from kbroker.group.effects import GroupError, Persist
+from kbroker.effects import CoordinatorError, Persist
 from kbroker.group.offsets import CommittedOffset, OffsetStore
 from wire.errors import ErrorCode
 
@@ -62,9 +62,9 @@ class GroupCoordinator:
         """Raise unless this coordinator serves ``group_id`` now."""
         partition = self.partition_of(group_id)
         if partition in self.loading:
-            raise GroupError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+            raise CoordinatorError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
         if partition not in self.loaded:
-            raise GroupError(ErrorCode.NOT_COORDINATOR)
+            raise CoordinatorError(ErrorCode.NOT_COORDINATOR)
 
     def begin_load(self, partition: int) -> None:
         self.loading.add(partition)
@@ -121,12 +121,12 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         if isinstance(group, ConsumerGroup):
             if not (create and group.is_empty()):
-                raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND if not create else ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
+                raise CoordinatorError(ErrorCode.GROUP_ID_NOT_FOUND if not create else ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
                                  f"Group {group_id} is not a classic group.")
             group = None
         if group is None:
             if not create:
-                raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
+                raise CoordinatorError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
             group = self.groups[group_id] = ClassicGroup(group_id, self.config.classic, now_ms, self._classic_member_id)
         return group
 
@@ -135,9 +135,9 @@ class GroupCoordinator:
         UNKNOWN_MEMBER_ID when there is no such group."""
         try:
             return self.classic_group(group_id, now_ms, create=False)
-        except GroupError as error:
+        except CoordinatorError as error:
             if error.error_code == ErrorCode.GROUP_ID_NOT_FOUND:
-                raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID, str(error)) from None
+                raise CoordinatorError(ErrorCode.UNKNOWN_MEMBER_ID, str(error)) from None
             raise
 
     def after(self, group_id: str, effects: list) -> list:
@@ -160,13 +160,13 @@ class GroupCoordinator:
         effects = []
         if isinstance(group, ClassicGroup):
             if not (create and _is_empty(group)):
-                raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+                raise CoordinatorError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
             if group.generation_id > 0 or group.protocol_type:  # a stored classic group: gone for good
                 effects.append(Persist(((records.GroupMetadataKey(group=group_id), None),)))
             group = None
         if group is None:
             if not create:
-                raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
+                raise CoordinatorError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
             group = self.groups[group_id] = ConsumerGroup(group_id, self.config.consumer, now_ms, self._consumer_member_id)
         return group, effects
 
@@ -201,7 +201,7 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         if group is None:
             if generation_or_epoch >= 0:
-                raise GroupError(no_group_error)
+                raise CoordinatorError(no_group_error)
             group = self.groups[group_id] = ClassicGroup(group_id, self.config.classic, 0, self._classic_member_id)
         if transactional and generation_or_epoch < 0 and not member_id and group_instance_id is None:
             return
@@ -210,7 +210,7 @@ class GroupCoordinator:
         else:
             error = group.validate_offset_commit(member_id, generation_or_epoch)
         if error:
-            raise GroupError(error)
+            raise CoordinatorError(error)
 
     def _accepted(self, commits: dict[tuple[str, int], CommittedOffset]) -> tuple[dict, dict]:
         """(error per partition, the commits whose metadata fits offset.metadata.max.bytes)."""
@@ -232,9 +232,9 @@ class GroupCoordinator:
         self.check(group_id)
         group = self.groups.get(group_id)
         if group is None:
-            raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND)
+            raise CoordinatorError(ErrorCode.GROUP_ID_NOT_FOUND)
         if isinstance(group, ClassicGroup) and group.protocol_type not in ("", "consumer", None) and not _is_empty(group):
-            raise GroupError(ErrorCode.NON_EMPTY_GROUP)
+            raise CoordinatorError(ErrorCode.NON_EMPTY_GROUP)
         subscribed = _subscribed_topics(group)
         errors, deleted = {}, []
         for topic, partition in partitions:
@@ -252,9 +252,9 @@ class GroupCoordinator:
         self.check(group_id)
         group = self.groups.get(group_id)
         if group is None:
-            raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND)
+            raise CoordinatorError(ErrorCode.GROUP_ID_NOT_FOUND)
         if not _is_empty(group):
-            raise GroupError(ErrorCode.NON_EMPTY_GROUP)
+            raise CoordinatorError(ErrorCode.NON_EMPTY_GROUP)
         tombstones = self.offsets.delete_records(group_id)
         if isinstance(group, ClassicGroup):
             tombstones.append((records.GroupMetadataKey(group=group_id), None))

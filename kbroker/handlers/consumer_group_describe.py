@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kbroker import handlers
-from kbroker.group.effects import GroupError
+from kbroker.effects import CoordinatorError
 from wire.errors import ErrorCode
 from wire.schema import API_BY_NAME
 
@@ -21,8 +21,8 @@ async def handle(broker, context, request):
             group = shell.coordinator.groups.get(group_id)
             if group is None or group.kind != "consumer":
                 what = "not found" if group is None else "is not a consumer group"
-                raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} {what}.")
-        except GroupError as error:
+                raise CoordinatorError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} {what}.")
+        except CoordinatorError as error:
             described.append(DescribedGroup(error_code=error.error_code, error_message=str(error), group_id=group_id,
                                             group_state="Dead", group_epoch=-1, assignment_epoch=-1, assignor_name="",
                                             members=[]))

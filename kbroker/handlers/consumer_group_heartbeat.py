@@ -7,7 +7,7 @@ once the records of any change are durable.
 from __future__ import annotations
 
 from kbroker import handlers
-from kbroker.group.effects import GroupError
+from kbroker.effects import CoordinatorError
 from kbroker.group.shell import now_ms
 from wire.errors import ErrorCode
 from wire.schema import API_BY_NAME
@@ -21,11 +21,11 @@ async def handle(broker, context, request):
     now = now_ms()
     try:
         if not request.group_id:
-            raise GroupError(ErrorCode.INVALID_REQUEST, "GroupId can't be empty.")
+            raise CoordinatorError(ErrorCode.INVALID_REQUEST, "GroupId can't be empty.")
         group, conversion = shell.coordinator.consumer_group(request.group_id, now, create=request.member_epoch == 0)
         response, effects = group.heartbeat(request, context.api_version, context.header.client_id or "",
                                             context.client_host, shell.topics_view(), now)
-    except GroupError as error:
+    except CoordinatorError as error:
         return ConsumerGroupHeartbeatResponse(error_code=error.error_code, error_message=str(error), member_epoch=-1,
                                               heartbeat_interval_ms=0)
     if not await shell.wait_applied(request.group_id, conversion + effects):

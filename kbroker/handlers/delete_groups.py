@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kbroker import handlers
-from kbroker.group.effects import GroupError
+from kbroker.effects import CoordinatorError
 from wire.errors import ErrorCode
 from wire.schema import API_BY_NAME
 
@@ -18,7 +18,7 @@ async def handle(broker, context, request):
     for group_id in request.groups_names:
         try:
             effects = shell.coordinator.delete_group(group_id)
-        except GroupError as error:
+        except CoordinatorError as error:
             results.append(Result(group_id=group_id, error_code=error.error_code))
             continue
         written = await shell.wait_applied(group_id, effects)

@@ -7,7 +7,7 @@ is a consumer (KIP-848) group, which ConsumerGroupDescribe describes.
 from __future__ import annotations
 
 from kbroker import handlers
-from kbroker.group.effects import GroupError
+from kbroker.effects import CoordinatorError
 from wire.errors import ErrorCode
 from wire.schema import API_BY_NAME
 
@@ -23,7 +23,7 @@ async def handle(broker, context, request):
     for group_id in request.groups:
         try:
             coordinator.check(group_id)
-        except GroupError as error:
+        except CoordinatorError as error:
             described.append(_empty(group_id, error.error_code, "Dead"))
             continue
         group = coordinator.groups.get(group_id)

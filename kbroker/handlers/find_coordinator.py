@@ -11,7 +11,7 @@ that understands lz4).
 from __future__ import annotations
 
 from kbroker import handlers
-from kbroker.group.effects import GroupError
+from kbroker.effects import CoordinatorError
 from wire.errors import ErrorCode
 from wire.schema import API_BY_NAME
 
@@ -41,7 +41,7 @@ def _find(broker, key_type: int, key: str) -> Coordinator:
         return _refused(key, ErrorCode.COORDINATOR_NOT_AVAILABLE, "This broker does not coordinate transactions yet")
     try:
         broker.groups.ensure_topic()  # created at the first group lookup, as Kafka does
-    except GroupError as error:
+    except CoordinatorError as error:
         return _refused(key, ErrorCode.COORDINATOR_NOT_AVAILABLE, str(error))
     node_id = broker.settings.node_id
     endpoint = next((b for b in broker.image.brokers if b.node_id == node_id), None)

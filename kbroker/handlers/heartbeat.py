@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kbroker import handlers
-from kbroker.group.effects import GroupError
+from kbroker.effects import CoordinatorError
 from kbroker.group.shell import now_ms
 from wire.schema import API_BY_NAME
 
@@ -15,7 +15,7 @@ async def handle(broker, context, request):
     shell = broker.groups
     try:
         group = shell.coordinator.member_group(request.group_id, now_ms())
-    except GroupError as error:
+    except CoordinatorError as error:
         return HeartbeatResponse(error_code=error.error_code)
     error_code = group.heartbeat(request, context.api_version, now_ms())
     shell.apply(request.group_id, [])  # the session deadline moved

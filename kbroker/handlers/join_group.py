@@ -7,7 +7,7 @@ connection goes on serving the requests behind it meanwhile.
 from __future__ import annotations
 
 from kbroker import handlers
-from kbroker.group.effects import GroupError
+from kbroker.effects import CoordinatorError
 from kbroker.group.shell import now_ms
 from wire.errors import ErrorCode
 from wire.schema import API_BY_NAME
@@ -20,10 +20,10 @@ async def handle(broker, context, request):
     shell = broker.groups
     try:
         if not request.group_id:
-            raise GroupError(ErrorCode.INVALID_GROUP_ID)
+            raise CoordinatorError(ErrorCode.INVALID_GROUP_ID)
         # A known member id names a group that must exist; an empty one may create it.
         group = shell.coordinator.classic_group(request.group_id, now_ms(), create=not request.member_id)
-    except GroupError as error:
+    except CoordinatorError as error:
         code = ErrorCode.UNKNOWN_MEMBER_ID if error.error_code == ErrorCode.GROUP_ID_NOT_FOUND else error.error_code
         return JoinGroupResponse(error_code=code, member_id=request.member_id, leader="", protocol_name="", members=[])
     waiter = shell.new_waiter()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kbroker import handlers
-from kbroker.group.effects import GroupError
+from kbroker.effects import CoordinatorError
 from kbroker.group.shell import now_ms
 from wire.schema import API_BY_NAME
 
@@ -15,7 +15,7 @@ async def handle(broker, context, request):
     shell = broker.groups
     try:
         group = shell.coordinator.member_group(request.group_id, now_ms())
-    except GroupError as error:
+    except CoordinatorError as error:
         return LeaveGroupResponse(error_code=error.error_code, members=[])
     response, effects = group.leave(request, context.api_version, now_ms())
     await shell.wait_applied(request.group_id, effects)

@@ -7,7 +7,7 @@ Offsets of topics the group's members still subscribe to are kept
 from __future__ import annotations
 
 from kbroker import handlers
-from kbroker.group.effects import GroupError
+from kbroker.effects import CoordinatorError
 from wire.errors import ErrorCode
 from wire.schema import API_BY_NAME
 
@@ -22,7 +22,7 @@ async def handle(broker, context, request):
     wanted = [(topic.name, partition.partition_index) for topic in request.topics for partition in topic.partitions]
     try:
         errors, effects = shell.coordinator.delete_offsets(request.group_id, wanted)
-    except GroupError as error:
+    except CoordinatorError as error:
         return OffsetDeleteResponse(error_code=error.error_code, topics=[])
     if not await shell.wait_applied(request.group_id, effects):
         return OffsetDeleteResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, topics=[])

@@ -9,7 +9,7 @@ position that may be rolled back.
 from __future__ import annotations
 
 from kbroker import handlers
-from kbroker.group.effects import GroupError
+from kbroker.effects import CoordinatorError
 from wire.errors import ErrorCode
 from wire.schema import API_BY_NAME
 
@@ -56,8 +56,8 @@ def _fetch(broker, group_id: str, wanted, member_id, member_epoch: int, version:
         if group is not None and group.kind == "consumer" and member_id is not None:
             code = group.validate_offset_commit(member_id, member_epoch)
             if code:
-                raise GroupError(code)
-    except GroupError as error:
+                raise CoordinatorError(code)
+    except CoordinatorError as error:
         if version < 2 and wanted:  # no group error field: each asked-for partition carries it
             return error.error_code, [(n, i, [_partition(None, p, error.error_code) for p in ps]) for n, i, ps in wanted]
         return error.error_code, []

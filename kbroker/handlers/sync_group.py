@@ -7,7 +7,7 @@ follower that syncs first waits for them.
 from __future__ import annotations
 
 from kbroker import handlers
-from kbroker.group.effects import GroupError
+from kbroker.effects import CoordinatorError
 from kbroker.group.shell import now_ms
 from wire.schema import API_BY_NAME
 
@@ -19,7 +19,7 @@ async def handle(broker, context, request):
     shell = broker.groups
     try:
         group = shell.coordinator.member_group(request.group_id, now_ms())
-    except GroupError as error:
+    except CoordinatorError as error:
         return SyncGroupResponse(error_code=error.error_code, assignment=b"")
     waiter = shell.new_waiter()
     shell.apply(request.group_id, group.sync(waiter, request, context.api_version, now_ms()))

@@ -8,7 +8,7 @@ reaches that partition; an ABORT drops them (kbroker/txn/markers.py).
 from __future__ import annotations
 
 from kbroker import handlers
-from kbroker.group.effects import GroupError
+from kbroker.effects import CoordinatorError
 from kbroker.group.shell import now_ms
 from wire.errors import ErrorCode
 from wire.schema import API_BY_NAME
@@ -35,7 +35,7 @@ async def handle(broker, context, request):
             request.generation_id, commits)
         if not await shell.wait_applied(request.group_id, effects):
             errors = {key: ErrorCode.COORDINATOR_NOT_AVAILABLE for key in errors}
-    except GroupError as error:
+    except CoordinatorError as error:
         errors = {key: error.error_code for key in commits}
     return TxnOffsetCommitResponse(topics=[
         TopicResult(name=topic.name, partitions=[

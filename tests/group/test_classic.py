@@ -8,7 +8,7 @@ import pytest
 
 from kbroker.group import records
 from kbroker.group.classic import ClassicGroup, ClassicGroupConfig, GroupState
-from kbroker.group.effects import Persist, Respond
+from kbroker.effects import Persist, Respond
 from wire.errors import ErrorCode
 from wire.schema import API_BY_NAME
 

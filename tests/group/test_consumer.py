@@ -9,7 +9,7 @@ import pytest
 
 from kbroker.group import records
 from kbroker.group.consumer import ConsumerGroup, ConsumerGroupConfig, ConsumerGroupState, TopicsView
-from kbroker.group.effects import Persist
+from kbroker.effects import Persist
 from kbroker.group.reconciliation import MemberState
 from wire.errors import ErrorCode
 from wire.schema import API_BY_NAME

@@ -6,8 +6,8 @@ import pytest
 
 from kbroker.group import records
 from kbroker.group.classic import ClassicGroup, GroupState
-from kbroker.group.coordinator import CoordinatorConfig, GroupCoordinator, GroupError
-from kbroker.group.effects import Persist
+from kbroker.group.coordinator import CoordinatorConfig, GroupCoordinator, CoordinatorError
+from kbroker.effects import Persist
 from kbroker.group.offsets import CommittedOffset
 from wire.errors import ErrorCode
 from wire.schema import API_BY_NAME
@@ -37,11 +37,11 @@ def offset(value: int, at_ms: int = 0) -> CommittedOffset:
 def test_requests_for_partitions_not_loaded_are_refused_with_kafkas_codes():
     coordinator = GroupCoordinator(CoordinatorConfig(partition_count=PARTITIONS))
     partition = coordinator.partition_of("g")
-    with pytest.raises(GroupError) as refused:
+    with pytest.raises(CoordinatorError) as refused:
         coordinator.check("g")
     assert refused.value.error_code == ErrorCode.NOT_COORDINATOR
     coordinator.begin_load(partition)
-    with pytest.raises(GroupError) as refused:
+    with pytest.raises(CoordinatorError) as refused:
         coordinator.check("g")
     assert refused.value.error_code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
     coordinator.finish_load(partition, 0)
@@ -66,7 +66,7 @@ def test_simple_commits_create_an_empty_group_and_survive_a_rebuild():
 def test_commits_with_a_generation_need_a_group():
     coordinator = loaded_coordinator()
     for version, code in ((8, ErrorCode.ILLEGAL_GENERATION), (9, ErrorCode.GROUP_ID_NOT_FOUND)):
-        with pytest.raises(GroupError) as refused:
+        with pytest.raises(CoordinatorError) as refused:
             coordinator.commit_offsets("nobody", "member", None, 3, version, {("t", 0): offset(1)})
         assert refused.value.error_code == code
 
@@ -87,10 +87,10 @@ def test_an_active_group_cannot_be_deleted_and_an_empty_one_leaves_tombstones():
                                protocol_type="consumer", protocols=[Protocol(name="range", metadata=b"")])
     group.join(1, request, 3, "c", "h", 0)  # v3: no member id handshake; waits out the initial delay
     assert list(group.members) == ["c-1"]
-    with pytest.raises(GroupError) as refused:
+    with pytest.raises(CoordinatorError) as refused:
         coordinator.delete_group("g")
     assert refused.value.error_code == ErrorCode.NON_EMPTY_GROUP
-    with pytest.raises(GroupError) as refused:
+    with pytest.raises(CoordinatorError) as refused:
         coordinator.delete_group("unknown")
     assert refused.value.error_code == ErrorCode.GROUP_ID_NOT_FOUND
 

@@ -1,4 +1,5 @@
-"""What a group core asks its shell to do; the shell handles a list of effects in order.
+"""What a coordinator core (groups, transactions) asks its shell to do; the shell
+(kbroker/coordinator_runtime.py) handles a list of effects in order.
 
 A request that cannot be answered at once (a JoinGroup waiting for the
 rebalance, a follower's SyncGroup waiting for the leader) is identified by a
@@ -13,8 +14,8 @@ from dataclasses import dataclass
 from wire.errors import ErrorCode
 
 
-class GroupError(Exception):
-    """A request refused as a whole: ``error_code`` is Kafka's for it."""
+class CoordinatorError(Exception):
+    """A coordinator refused a request as a whole: ``error_code`` is Kafka's for it."""
 
     def __init__(self, error_code: int, message: str | None = None) -> None:
         super().__init__(message or ErrorCode(error_code).name)
