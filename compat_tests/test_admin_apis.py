@@ -282,9 +282,13 @@ def test_find_coordinator_names_this_broker_for_groups(broker, version):
     assert set(found) == {(ErrorCode.NONE, 1, broker.port)}
 
 
-def test_find_coordinator_errors(broker):
+def test_find_coordinator_names_this_broker_for_transactional_ids(broker):
     request = API_BY_NAME["FindCoordinator"].request_class
     response = call(broker.port, "FindCoordinator", 4, request(key_type=1, coordinator_keys=["txn"]))
-    assert response.coordinators[0].error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
+    assert [(c.key, c.error_code, c.port) for c in response.coordinators] == [("txn", ErrorCode.NONE, broker.port)]
+
+
+def test_find_coordinator_errors(broker):
+    request = API_BY_NAME["FindCoordinator"].request_class
     assert call(broker.port, "FindCoordinator", 3, request(key_type=7, key="x")).error_code == ErrorCode.INVALID_REQUEST
     assert call(broker.port, "FindCoordinator", 2, request(key="")).error_code == ErrorCode.INVALID_REQUEST

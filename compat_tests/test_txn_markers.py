@@ -1,8 +1,10 @@
 """The partition side of transactions over a raw socket: markers, the last stable offset,
 aborted transactions for read_committed, and transactional offset commits.
 
-(The transaction coordinator that writes these markers for real clients is issue 8's
-next part; here the test plays the coordinator through WriteTxnMarkers.)
+The producer is registered with the transaction coordinator (InitProducerId,
+AddPartitionsToTxn), so that the partition takes its transactional batches
+(KIP-890 part 1); the markers are written by the test through WriteTxnMarkers,
+playing the coordinator's part towards the partition.
 """
 
 from __future__ import annotations
@@ -27,11 +29,33 @@ FindCoordinator = API_BY_NAME["FindCoordinator"].request_class
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1
 
 
+AddPartitionsToTxn = API_BY_NAME["AddPartitionsToTxn"].request_class
+
+
+def begin(port, transactional_id):
+    """A transactional producer whose transaction includes txn-0; its id and epoch."""
+    call(port, "FindCoordinator", 4, FindCoordinator(key_type=1, coordinator_keys=[transactional_id]))
+    for _ in range(100):  # the coordinator loads its new partitions first, as a client would retry
+        init = call(port, "InitProducerId", 4, InitProducerId(transactional_id=transactional_id,
+                                                             transaction_timeout_ms=60000))
+        if init.error_code != ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+            break
+    assert init.error_code == ErrorCode.NONE
+    add = AddPartitionsToTxn(v3_and_below_transactional_id=transactional_id,
+                             v3_and_below_producer_id=init.producer_id,
+                             v3_and_below_producer_epoch=init.producer_epoch,
+                             v3_and_below_topics=[AddPartitionsToTxn.AddPartitionsToTxnTopic(name="txn",
+                                                                                             partitions=[0])])
+    [topic] = call(port, "AddPartitionsToTxn", 3, add).results_by_topic_v3_and_below
+    assert topic.results_by_partition[0].partition_error_code == ErrorCode.NONE
+    return init.producer_id, init.producer_epoch
+
+
 def produce_transactional(port, producer_id, epoch, sequence, values):
     batch = build_batch([Record(offset_delta=i, value=v) for i, v in enumerate(values)], producer_id=producer_id,
                         producer_epoch=epoch, base_sequence=sequence, transactional=True)
     data = Produce.TopicProduceData
-    body = Produce(transactional_id=None, acks=-1, timeout_ms=5000, topic_data=[
+    body = Produce(transactional_id="t", acks=-1, timeout_ms=5000, topic_data=[
         data(name="txn", partition_data=[data.PartitionProduceData(index=0, records=batch)])])
     [result] = call(port, "Produce", 9, body).responses[0].partition_responses
     assert result.error_code == ErrorCode.NONE
@@ -66,8 +90,7 @@ def test_markers_move_the_last_stable_offset_and_list_aborted_transactions():
         port = broker.port
         call(port, "CreateTopics", 7, CreateTopics(timeout_ms=5000, topics=[
             CreateTopics.CreatableTopic(name="txn", num_partitions=1, replication_factor=1)]))
-        init = call(port, "InitProducerId", 4, InitProducerId(transactional_id=None, transaction_timeout_ms=60000))
-        pid, epoch = init.producer_id, init.producer_epoch
+        pid, epoch = begin(port, "t")
 
         produce_transactional(port, pid, epoch, 0, [b"a0", b"a1", b"a2"])
         open_txn = fetch(port, READ_COMMITTED)

@@ -18,6 +18,7 @@ from kbroker.config import BrokerConfig
 from kbroker.flusher import Flusher
 from kbroker.group.shell import GroupShell
 from kbroker.log_maintenance import LogMaintenance
+from kbroker.txn.shell import TxnShell
 from kbroker.metadata.image import BrokerEndpoint, MetadataImage
 from kbroker.metadata.metadata_log import MetadataLog
 from kbroker.replica import Partition
@@ -79,6 +80,7 @@ class Broker:
         self.flusher: Flusher | None = None  # started by run()
         self.producer_ids = ProducerIdBlock()
         self.groups = GroupShell(self)
+        self.transactions = TxnShell(self)
         for topic in self.image.topics.values():
             self._open_logs(topic)
 
@@ -132,6 +134,7 @@ class Broker:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
                 await nursery.start(self.groups.run)
+                await nursery.start(self.transactions.run)
                 nursery.start_soon(LogMaintenance(self.logs, self.config).run)
                 listeners = await nursery.start(self.server.serve, settings.host, settings.port, settings.sockets)
                 self.port = listeners[0].socket.getsockname()[1]

@@ -274,6 +274,10 @@ SETTINGS: tuple[Setting, ...] = (
        AtLeast(1)),
     _S("transaction.max.timeout.ms", "int", 15 * MINUTE_MS, "Longest transaction timeout a producer may ask for.",
        AtLeast(1)),
+    _S("transaction.abort.timed.out.transaction.cleanup.interval.ms", "int", 10000, "How often transactions "
+       "open past their timeout are looked for (and aborted).", AtLeast(1)),
+    _S("transaction.remove.expired.transaction.cleanup.interval.ms", "int", HOUR_MS, "How often transactional "
+       "ids idle past transactional.id.expiration.ms are looked for (and forgotten).", AtLeast(1)),
     _S("transactional.id.expiration.ms", "int", 7 * DAY_MS, "Idle transactional ids are forgotten after this "
        "long.", AtLeast(1)),
     _S("share.coordinator.state.topic.replication.factor", "short", 3, "Share groups are not supported; "

@@ -91,6 +91,10 @@ class CoordinatorRuntime:
         """Called before ``key``'s effects are carried out (the group core re-arms its timers here)."""
         self.coordinator.after(key, effects)
 
+    async def perform(self, key: str, effect) -> None:
+        """Carry out an effect of the subclass's own kind, once everything before it is durable."""
+        raise TypeError(f"{self.topic}: no way to carry out {effect!r}")
+
     def loaded(self, partition: int, now_ms: int) -> list[tuple[str, list]]:
         """The partition's records are all replayed; effects the core asks for then."""
         self.coordinator.finish_load(partition, now_ms)
@@ -268,6 +272,8 @@ class CoordinatorRuntime:
                     continue
                 elif isinstance(step, BaseException):
                     failed = step
+                elif not isinstance(step, tuple):
+                    await self.perform(key, step)
                 else:
                     partition, last_offset = step
                     try:

@@ -252,11 +252,11 @@ def encode_value(value, version: int | None = None) -> bytes:
 
 def decode_key(data):
     view = memoryview(data)
-    version = _read_version(view, "key")
+    version = read_version(view, "key")
     spec = _KEY_SPEC_BY_VERSION.get(version)
     if spec is None:
         raise DecodeError(f"unknown __consumer_offsets key version {version}")
-    return _read(spec, version, False, view)
+    return read_struct(spec, version, False, view)
 
 
 def decode_value(key, data):
@@ -265,10 +265,10 @@ def decode_value(key, data):
         return None
     spec = _VALUE_SPEC_BY_KEY_TYPE[_spec(key).key]
     view = memoryview(data)
-    version = _read_version(view, spec.name)
+    version = read_version(view, spec.name)
     if version not in spec.versions:
         raise DecodeError(f"{spec.name} v{version} is outside v{spec.versions}")
-    return _read(spec, version, version in spec.flexible, view)
+    return read_struct(spec, version, version in spec.flexible, view)
 
 
 def group_id_of(key) -> str:
@@ -287,13 +287,15 @@ def coordinator_partition(group_id: str, partition_count: int) -> int:
     return code % partition_count
 
 
-def _read_version(view: memoryview, what: str) -> int:
+def read_version(view: memoryview, what: str) -> int:
+    """The int16 version an internal topic's key or value starts with (shared with __transaction_state)."""
     if len(view) < 2:
         raise DecodeError(f"{what}: {len(view)} bytes, too short for a version")
     return _INT16.unpack_from(view, 0)[0]
 
 
-def _read(spec: RecordSpec, version: int, flexible: bool, view: memoryview):
+def read_struct(spec: RecordSpec, version: int, flexible: bool, view: memoryview):
+    """The struct after the version; every byte must belong to it."""
     try:
         value, end = _generator.reader(spec.message, version, flexible)(view, 2)
     except (struct.error, IndexError, OverflowError, UnicodeDecodeError, ValueError) as error:

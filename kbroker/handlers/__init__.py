@@ -61,7 +61,8 @@ _MODULES = ("api_versions", "metadata", "create_topics", "delete_topics", "produ
             "describe_topic_partitions", "get_telemetry_subscriptions", "find_coordinator",
             "join_group", "sync_group", "heartbeat", "leave_group", "offset_commit", "offset_fetch", "offset_delete",
             "list_groups", "describe_groups", "delete_groups",
-            "consumer_group_heartbeat", "consumer_group_describe", "write_txn_markers", "txn_offset_commit")
+            "consumer_group_heartbeat", "consumer_group_describe", "write_txn_markers", "txn_offset_commit",
+            "add_partitions_to_txn", "add_offsets_to_txn", "end_txn", "describe_transactions", "list_transactions")
 
 for _module in _MODULES:
     import_module(f"kbroker.handlers.{_module}")

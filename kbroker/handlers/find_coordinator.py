@@ -1,9 +1,8 @@
 """FindCoordinator (10): which broker coordinates a consumer group or a transactional id.
 
-On a single node that is always this broker, for groups; the first lookup
-creates ``__consumer_offsets``. Transaction
-coordinators are refused with COORDINATOR_NOT_AVAILABLE until transactions
-exist. Besides group clients, librdkafka needs this API advertised before it
+On a single node that is always this broker; the first lookup creates
+``__consumer_offsets`` (groups) or ``__transaction_state`` (transactional
+ids). Besides group clients, librdkafka needs this API advertised before it
 will compress with lz4 (it takes FindCoordinator v0 as the sign of a broker
 that understands lz4).
 """
@@ -37,10 +36,8 @@ def _find(broker, key_type: int, key: str) -> Coordinator:
         return _refused(key, ErrorCode.INVALID_REQUEST, f"Unknown coordinator type {key_type}")
     if not key:
         return _refused(key, ErrorCode.INVALID_REQUEST, "The coordinator key must not be empty")
-    if key_type == TRANSACTION:
-        return _refused(key, ErrorCode.COORDINATOR_NOT_AVAILABLE, "This broker does not coordinate transactions yet")
-    try:
-        broker.groups.ensure_topic()  # created at the first group lookup, as Kafka does
+    try:  # the internal topic is created at the first lookup, as Kafka does
+        (broker.transactions if key_type == TRANSACTION else broker.groups).ensure_topic()
     except CoordinatorError as error:
         return _refused(key, ErrorCode.COORDINATOR_NOT_AVAILABLE, str(error))
     node_id = broker.settings.node_id

@@ -1,8 +1,10 @@
-"""InitProducerId (22) for idempotent producers: a cluster-unique producer id
-(see kbroker.producer_ids). Transactional ids land with the transactions issue."""
+"""InitProducerId (22): a cluster-unique producer id (kbroker.producer_ids) for an idempotent
+producer; for a transactional id, the transaction coordinator's id and epoch (the previous
+producer of that id is fenced, and its open transaction aborted first)."""
 
 from kbroker import handlers
-from wire.errors import ErrorCode
+from kbroker.coordinator_runtime import now_ms
+from kbroker.effects import CoordinatorError
 from wire.schema import API_BY_NAME
 
 InitProducerIdResponse = API_BY_NAME["InitProducerId"].response_class
@@ -11,6 +13,15 @@ InitProducerIdResponse = API_BY_NAME["InitProducerId"].response_class
 @handlers.handles("InitProducerId", 0, 5)
 async def handle(broker, context, request):
     if request.transactional_id is not None:
-        return InitProducerIdResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        shell = broker.transactions
+        try:
+            shell.coordinator.check(request.transactional_id)
+        except CoordinatorError as error:
+            return InitProducerIdResponse(error_code=error.error_code)
+        waiter = shell.new_waiter()
+        shell.apply(request.transactional_id, shell.coordinator.init_producer_id(
+            waiter, request.transactional_id, request.transaction_timeout_ms, request.producer_id, request.producer_epoch,
+            context.api_version, now_ms()))
+        return shell.deferred(waiter)
     producer_id = broker.producer_ids.take(broker)
     return InitProducerIdResponse(producer_id=producer_id, producer_epoch=0)

@@ -1,0 +1,241 @@
+"""The transaction APIs over a raw socket, with the error codes Kafka gives.
+
+The client-level behaviour (confluent-kafka, kafka-python, the Java client)
+is in test_transactions.py and test_exactly_once.py; here each request is
+made by hand, so that every answer a client could meet is checked: the
+produce-side verification of KIP-890 part 1, AddPartitionsToTxn in its
+producer (v3) and broker (v4+, batched, verify-only) forms, EndTxn's retries,
+DescribeTransactions and ListTransactions.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+
+from compat_tests.test_errors import call
+from kbroker.testing import running_broker
+from wire.errors import ErrorCode
+from wire.records import Record, build_batch
+from wire.schema import API_BY_NAME
+
+CreateTopics = API_BY_NAME["CreateTopics"].request_class
+FindCoordinator = API_BY_NAME["FindCoordinator"].request_class
+InitProducerId = API_BY_NAME["InitProducerId"].request_class
+AddPartitionsToTxn = API_BY_NAME["AddPartitionsToTxn"].request_class
+EndTxn = API_BY_NAME["EndTxn"].request_class
+Produce = API_BY_NAME["Produce"].request_class
+Fetch = API_BY_NAME["Fetch"].request_class
+DescribeTransactions = API_BY_NAME["DescribeTransactions"].request_class
+ListTransactions = API_BY_NAME["ListTransactions"].request_class
+TOPIC = "orders"
+READ_COMMITTED = 1
+
+
+@pytest.fixture(scope="module")
+def broker():
+    with running_broker(settings={"transaction.state.log.num.partitions": 3}) as broker:
+        call(broker.port, "CreateTopics", 7, CreateTopics(timeout_ms=5000, topics=[
+            CreateTopics.CreatableTopic(name=TOPIC, num_partitions=2, replication_factor=1)]))
+        call(broker.port, "FindCoordinator", 4, FindCoordinator(key_type=1, coordinator_keys=["any"]))
+        yield broker
+
+
+def init(port, transactional_id, timeout_ms=60000):
+    deadline = time.monotonic() + 10
+    while True:  # the coordinator may still be loading its partitions; a client retries
+        answer = call(port, "InitProducerId", 4, InitProducerId(transactional_id=transactional_id,
+                                                               transaction_timeout_ms=timeout_ms))
+        if answer.error_code not in (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.CONCURRENT_TRANSACTIONS) \
+                or time.monotonic() > deadline:
+            return answer
+
+
+def begin(port, transactional_id, partitions=(0,)):
+    answer = init(port, transactional_id)
+    assert answer.error_code == ErrorCode.NONE
+    producer = (answer.producer_id, answer.producer_epoch)
+    assert add(port, transactional_id, producer, {TOPIC: list(partitions)}) == {
+        (TOPIC, index): ErrorCode.NONE for index in partitions}
+    return producer
+
+
+def add(port, transactional_id, producer, topics, version=3):
+    request = AddPartitionsToTxn(
+        v3_and_below_transactional_id=transactional_id, v3_and_below_producer_id=producer[0],
+        v3_and_below_producer_epoch=producer[1],
+        v3_and_below_topics=[AddPartitionsToTxn.AddPartitionsToTxnTopic(name=name, partitions=indexes)
+                             for name, indexes in topics.items()])
+    answer = call(port, "AddPartitionsToTxn", version, request)
+    return {(topic.name, result.partition_index): result.partition_error_code
+            for topic in answer.results_by_topic_v3_and_below for result in topic.results_by_partition}
+
+
+def produce(port, transactional_id, producer, sequence, values, partition=0, version=9):
+    batch = build_batch([Record(offset_delta=i, value=v) for i, v in enumerate(values)], producer_id=producer[0],
+                        producer_epoch=producer[1], base_sequence=sequence, transactional=True)
+    data = Produce.TopicProduceData
+    body = Produce(transactional_id=transactional_id, acks=-1, timeout_ms=5000, topic_data=[
+        data(name=TOPIC, partition_data=[data.PartitionProduceData(index=partition, records=batch)])])
+    [result] = call(port, "Produce", version, body).responses[0].partition_responses
+    return result.error_code
+
+
+def end(port, transactional_id, producer, commit, version=3):
+    return call(port, "EndTxn", version, EndTxn(transactional_id=transactional_id, producer_id=producer[0],
+                                               producer_epoch=producer[1], committed=commit))
+
+
+def end_and_wait(port, transactional_id, producer, commit):
+    """EndTxn, then wait until the markers are written (the coordinator completes in the background)."""
+    assert end(port, transactional_id, producer, commit).error_code == ErrorCode.NONE
+    wanted = "CompleteCommit" if commit else "CompleteAbort"
+    deadline = time.monotonic() + 10
+    while describe(port, transactional_id).transaction_state != wanted:
+        assert time.monotonic() < deadline, describe(port, transactional_id)
+        time.sleep(0.01)
+
+
+def describe(port, transactional_id):
+    [state] = call(port, "DescribeTransactions", 0,
+                   DescribeTransactions(transactional_ids=[transactional_id])).transaction_states
+    return state
+
+
+def read_committed(port, partition=0):
+    """A read_committed Fetch of the partition from offset 0: its answer for that partition."""
+    wanted = Fetch.FetchTopic.FetchPartition(partition=partition, fetch_offset=0, partition_max_bytes=1 << 20)
+    body = Fetch(max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=READ_COMMITTED,
+                 topics=[Fetch.FetchTopic(topic=TOPIC, topic_id=uuid.UUID(int=0), partitions=[wanted])])
+    return call(port, "Fetch", 12, body).responses[0].partitions[0]
+
+
+def unique(name):
+    return f"{name}-{uuid.uuid4().hex[:8]}"
+
+
+def test_a_transactional_batch_for_a_partition_not_in_the_transaction_is_refused(broker):
+    tid = unique("verify")
+    producer = begin(broker.port, tid, partitions=(0,))
+    assert produce(broker.port, tid, producer, 0, [b"x"], partition=1, version=10) == ErrorCode.INVALID_TXN_STATE
+    assert produce(broker.port, tid, producer, 0, [b"x"], partition=1, version=11) == ErrorCode.TRANSACTION_ABORTABLE
+    assert produce(broker.port, tid, producer, 0, [b"x"], partition=0) == ErrorCode.NONE
+
+
+def test_a_transactional_batch_without_a_transactional_id_is_refused(broker):
+    tid = unique("anonymous")
+    producer = begin(broker.port, tid)
+    assert produce(broker.port, None, producer, 0, [b"x"]) == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+
+
+def test_a_fenced_producers_batch_is_refused_with_invalid_producer_epoch(broker):
+    tid = unique("zombie")
+    zombie = begin(broker.port, tid)
+    assert init(broker.port, tid).error_code == ErrorCode.NONE  # a new producer: the zombie's epoch is old
+    assert produce(broker.port, tid, zombie, 0, [b"late"]) == ErrorCode.INVALID_PRODUCER_EPOCH
+
+
+def test_a_batch_after_the_transaction_ended_needs_the_partition_added_again(broker):
+    tid = unique("late")
+    producer = begin(broker.port, tid)
+    assert produce(broker.port, tid, producer, 0, [b"in"]) == ErrorCode.NONE
+    end_and_wait(broker.port, tid, producer, commit=True)
+    # A late batch of the finished transaction must not open a transaction no marker would end.
+    end_offset = read_committed(broker.port).high_watermark
+    assert produce(broker.port, tid, producer, 1, [b"late"]) == ErrorCode.INVALID_TXN_STATE
+    assert read_committed(broker.port).high_watermark == end_offset
+
+
+def test_adding_an_unknown_partition_adds_nothing_and_says_which(broker):
+    tid = unique("unknown")
+    answer = init(broker.port, tid)
+    producer = (answer.producer_id, answer.producer_epoch)
+    assert add(broker.port, tid, producer, {TOPIC: [0, 7], "no-such-topic": [0]}) == {
+        (TOPIC, 0): ErrorCode.OPERATION_NOT_ATTEMPTED, (TOPIC, 7): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ("no-such-topic", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+    assert describe(broker.port, tid).transaction_state == "Empty"
+
+
+def test_the_brokers_batched_form_adds_or_only_verifies(broker):
+    tid_a, tid_b = unique("batched-a"), unique("batched-b")
+    a = begin(broker.port, tid_a, partitions=(0,))
+    answer = init(broker.port, tid_b)
+    b = (answer.producer_id, answer.producer_epoch)
+    topic = AddPartitionsToTxn.AddPartitionsToTxnTopic
+    request = AddPartitionsToTxn(transactions=[
+        AddPartitionsToTxn.AddPartitionsToTxnTransaction(transactional_id=tid_a, producer_id=a[0], producer_epoch=a[1],
+                                                         verify_only=True, topics=[topic(name=TOPIC, partitions=[0, 1])]),
+        AddPartitionsToTxn.AddPartitionsToTxnTransaction(transactional_id=tid_b, producer_id=b[0], producer_epoch=b[1],
+                                                         verify_only=False, topics=[topic(name=TOPIC, partitions=[1])])])
+    answer = call(broker.port, "AddPartitionsToTxn", 5, request)
+    found = {(result.transactional_id, topic.name, partition.partition_index): partition.partition_error_code
+             for result in answer.results_by_transaction for topic in result.topic_results
+             for partition in topic.results_by_partition}
+    assert found == {(tid_a, TOPIC, 0): ErrorCode.NONE, (tid_a, TOPIC, 1): ErrorCode.TRANSACTION_ABORTABLE,
+                     (tid_b, TOPIC, 1): ErrorCode.NONE}
+    assert [t.partitions for t in describe(broker.port, tid_a).topics] == [[0]]  # verifying added nothing
+    assert [t.partitions for t in describe(broker.port, tid_b).topics] == [[1]]
+
+
+def test_end_txn_is_answered_for_retries_and_refused_out_of_order(broker):
+    tid = unique("end")
+    producer = begin(broker.port, tid)
+    assert produce(broker.port, tid, producer, 0, [b"v"]) == ErrorCode.NONE
+    end_and_wait(broker.port, tid, producer, commit=True)
+    assert end(broker.port, tid, producer, commit=True).error_code == ErrorCode.NONE  # a retry
+    assert end(broker.port, tid, producer, commit=False).error_code == ErrorCode.INVALID_TXN_STATE
+    assert end(broker.port, tid, (producer[0], producer[1] + 1), commit=True).error_code == ErrorCode.PRODUCER_FENCED
+    assert end(broker.port, unique("never"), producer, commit=True).error_code == ErrorCode.INVALID_PRODUCER_ID_MAPPING
+
+
+def test_end_txn_v5_bumps_the_epoch_and_the_next_transaction_uses_it(broker):
+    tid = unique("tv2")
+    producer = begin(broker.port, tid, partitions=(1,))
+    assert produce(broker.port, tid, producer, 0, [b"first"], partition=1) == ErrorCode.NONE
+    answer = end(broker.port, tid, producer, commit=True, version=5)
+    assert (answer.error_code, answer.producer_id, answer.producer_epoch) == (0, producer[0], producer[1] + 1)
+    bumped = (producer[0], producer[1] + 1)
+    deadline = time.monotonic() + 10
+    while describe(broker.port, tid).transaction_state != "CompleteCommit":
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert add(broker.port, tid, producer, {TOPIC: [1]}) == {(TOPIC, 1): ErrorCode.PRODUCER_FENCED}
+    assert add(broker.port, tid, bumped, {TOPIC: [1]}) == {(TOPIC, 1): ErrorCode.NONE}
+    assert produce(broker.port, tid, bumped, 0, [b"second"], partition=1) == ErrorCode.NONE
+
+
+def test_invalid_init_producer_id_requests(broker):
+    assert init(broker.port, unique("long"), timeout_ms=15 * 60 * 1000 + 1).error_code == \
+        ErrorCode.INVALID_TRANSACTION_TIMEOUT
+    assert init(broker.port, "").error_code == ErrorCode.INVALID_REQUEST
+
+
+def test_describe_transactions_shows_the_open_transaction(broker):
+    tid = unique("described")
+    producer = begin(broker.port, tid, partitions=(1, 0))
+    state = describe(broker.port, tid)
+    assert (state.error_code, state.transaction_state, state.producer_id, state.producer_epoch,
+            state.transaction_timeout_ms) == (0, "Ongoing", producer[0], producer[1], 60000)
+    assert [(t.topic, t.partitions) for t in state.topics] == [(TOPIC, [0, 1])]
+    assert describe(broker.port, unique("nobody")).error_code == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
+
+
+def test_list_transactions_filters_by_state_producer_duration_and_pattern(broker):
+    tid = unique("listed")
+    producer = begin(broker.port, tid)
+
+    def listed(version=1, **filters):
+        answer = call(broker.port, "ListTransactions", version, ListTransactions(**filters))
+        return answer.error_code, answer.unknown_state_filters, {t.transactional_id: t.transaction_state
+                                                                  for t in answer.transaction_states}
+
+    code, unknown, states = listed(state_filters=["Ongoing", "Bogus"])
+    assert (code, unknown, states[tid]) == (0, ["Bogus"], "Ongoing")
+    assert all(state == "Ongoing" for state in states.values())
+    assert listed(state_filters=["Bogus"])[2] == {}
+    assert listed(producer_id_filters=[producer[0]])[2] == {tid: "Ongoing"}
+    assert tid not in listed(duration_filter=3_600_000)[2]
+    assert listed(version=2, transactional_id_pattern=tid.replace("-", "."))[2] == {tid: "Ongoing"}
+    assert listed(version=2, transactional_id_pattern="(")[0] == ErrorCode.INVALID_REGULAR_EXPRESSION

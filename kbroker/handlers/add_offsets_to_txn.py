@@ -1,0 +1,26 @@
+"""AddOffsetsToTxn (25): the transaction will commit a group's offsets (its __consumer_offsets partition joins it)."""
+
+from __future__ import annotations
+
+from kbroker import handlers
+from kbroker.coordinator_runtime import now_ms
+from kbroker.effects import CoordinatorError
+from wire.errors import ErrorCode
+from wire.schema import API_BY_NAME
+
+AddOffsetsToTxnResponse = API_BY_NAME["AddOffsetsToTxn"].response_class
+
+
+@handlers.handles("AddOffsetsToTxn", 0, 4)
+async def handle(broker, context, request):
+    shell = broker.transactions
+    try:
+        shell.coordinator.check(request.transactional_id)
+        broker.groups.ensure_topic()  # the group's offsets partition must exist to take the markers
+        error_code, effects = shell.coordinator.add_offsets(request.transactional_id, request.producer_id,
+                                                            request.producer_epoch, request.group_id, now_ms())
+    except CoordinatorError as error:
+        return AddOffsetsToTxnResponse(error_code=error.error_code)
+    if not await shell.wait_applied(request.transactional_id, effects):
+        error_code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+    return AddOffsetsToTxnResponse(error_code=error_code)

@@ -1,0 +1,63 @@
+"""AddPartitionsToTxn (24): a transactional producer adds partitions to its transaction.
+
+Up to v3 one transaction per request, from the producer; from v4 many, and
+``verify_only`` is the partition leader asking whether a partition was added
+(KIP-890 part 1) before it takes a transactional batch.
+"""
+
+from __future__ import annotations
+
+from kbroker import handlers
+from kbroker.coordinator_runtime import now_ms
+from kbroker.effects import CoordinatorError
+from wire.errors import ErrorCode
+from wire.schema import API_BY_NAME
+
+AddPartitionsToTxnResponse = API_BY_NAME["AddPartitionsToTxn"].response_class
+TxnResult = AddPartitionsToTxnResponse.AddPartitionsToTxnResult
+TopicResult = AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult
+PartitionResult = TopicResult.AddPartitionsToTxnPartitionResult
+_BATCHED_FROM = 4
+
+
+@handlers.handles("AddPartitionsToTxn", 0, 5)
+async def handle(broker, context, request):
+    if context.api_version < _BATCHED_FROM:
+        topics = await _add(broker, request.v3_and_below_transactional_id, request.v3_and_below_producer_id,
+                            request.v3_and_below_producer_epoch, request.v3_and_below_topics, False)
+        return AddPartitionsToTxnResponse(results_by_topic_v3_and_below=topics)
+    results = [TxnResult(transactional_id=txn.transactional_id,
+                         topic_results=await _add(broker, txn.transactional_id, txn.producer_id, txn.producer_epoch,
+                                                  txn.topics, txn.verify_only))
+               for txn in request.transactions]
+    return AddPartitionsToTxnResponse(results_by_transaction=results)
+
+
+async def _add(broker, transactional_id: str, producer_id: int, producer_epoch: int, topics, verify_only: bool) -> list:
+    shell = broker.transactions
+    partitions = [(topic.name, index) for topic in topics for index in topic.partitions]
+    unknown = {(topic, index) for topic, index in partitions if not _exists(broker, topic, index)}
+    if unknown:  # as Kafka: nothing is added, the others are not attempted
+        errors = {key: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if key in unknown else ErrorCode.OPERATION_NOT_ATTEMPTED
+                  for key in partitions}
+        return _results(topics, errors)
+    try:
+        shell.coordinator.check(transactional_id)
+        errors, effects = shell.coordinator.add_partitions(transactional_id, producer_id, producer_epoch, partitions,
+                                                           verify_only, now_ms())
+        if not await shell.wait_applied(transactional_id, effects):
+            errors = {key: ErrorCode.COORDINATOR_NOT_AVAILABLE for key in partitions}
+    except CoordinatorError as error:
+        errors = {key: error.error_code for key in partitions}
+    return _results(topics, errors)
+
+
+def _exists(broker, topic: str, index: int) -> bool:
+    image = broker.image.topics.get(topic)
+    return image is not None and 0 <= index < len(image.partitions)
+
+
+def _results(topics, errors) -> list:
+    return [TopicResult(name=topic.name, results_by_partition=[
+        PartitionResult(partition_index=index, partition_error_code=errors[(topic.name, index)]) for index in topic.partitions])
+        for topic in topics]

@@ -1,0 +1,39 @@
+"""ListTransactions (66): transactional ids filtered by state, producer id, (v1+) how long
+they have been open and (v2+) a regular expression on the id."""
+
+from __future__ import annotations
+
+import re
+
+from kbroker import handlers
+from kbroker.coordinator_runtime import now_ms
+from kbroker.effects import CoordinatorError
+from wire.errors import ErrorCode
+from wire.schema import API_BY_NAME
+
+ListTransactionsResponse = API_BY_NAME["ListTransactions"].response_class
+
+
+@handlers.handles("ListTransactions", 0, 2)
+async def handle(broker, context, request):
+    from kbroker.txn.metadata import TxnState
+
+    states = {name: TxnState.from_kafka_name(name) for name in request.state_filters}
+    unknown = [name for name, state in states.items() if state is None]
+    matches = lambda _: True  # noqa: E731
+    if request.transactional_id_pattern:
+        try:
+            pattern = re.compile(request.transactional_id_pattern)
+        except re.error:
+            return ListTransactionsResponse(error_code=ErrorCode.INVALID_REGULAR_EXPRESSION)
+        matches = pattern.fullmatch
+    known = [state for state in states.values() if state is not None]
+    if states and not known:  # only unknown states asked for: nothing matches
+        return ListTransactionsResponse(unknown_state_filters=unknown)
+    try:
+        listed = broker.transactions.coordinator.list_transactions(
+            known, request.producer_id_filters,
+            request.duration_filter, now_ms(), matches)
+    except CoordinatorError as error:
+        return ListTransactionsResponse(error_code=error.error_code)
+    return ListTransactionsResponse(unknown_state_filters=unknown, transaction_states=listed)

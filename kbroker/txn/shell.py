@@ -1,0 +1,130 @@
+"""The trio shell around the transaction coordinator, over ``__transaction_state``.
+
+Storage, waiters, loading and timers are the shared coordinator runtime
+(kbroker/coordinator_runtime.py). Here: the transaction records, producer ids
+from the metadata log's blocks, and the ``WriteMarkers`` effect, carried out
+through the partition leaders' WriteTxnMarkers path (kbroker/txn/markers.py;
+on a single node a direct call) before the coordinator completes the
+transaction.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from kbroker.coordinator_runtime import CoordinatorRuntime, now_ms
+from kbroker.topics import TopicRequest
+from kbroker.txn.markers import write_markers
+from wire import DecodeError
+from wire.errors import ErrorCode
+
+logger = logging.getLogger(__name__)
+
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+_MARKER_RETRY_S = 0.5
+# As Kafka's marker sender: a partition that is gone needs no marker; one that refuses the
+# producer's epoch or this coordinator's has newer markers, and retrying cannot change that.
+_MARKER_REFUSED = frozenset({ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COORDINATOR_FENCED})
+_MARKER_DONE = _MARKER_REFUSED | {ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+
+
+def txn_config(config):
+    """The coordinator's settings from the broker's (Kafka's names)."""
+    from kbroker.txn.coordinator import TxnConfig
+
+    return TxnConfig(
+        partition_count=config.transaction_state_log_num_partitions,
+        max_timeout_ms=config.transaction_max_timeout_ms,
+        abort_timed_out_check_ms=config.transaction_abort_timed_out_transaction_cleanup_interval_ms,
+        remove_expired_check_ms=config.transaction_remove_expired_transaction_cleanup_interval_ms,
+        transactional_id_expiration_ms=config.transactional_id_expiration_ms,
+        offsets_partition_count=config.offsets_topic_num_partitions,
+    )
+
+
+class TxnShell(CoordinatorRuntime):
+    topic = TRANSACTION_STATE_TOPIC
+
+    def make_coordinator(self):
+        from kbroker.txn.coordinator import TransactionCoordinator
+
+        return TransactionCoordinator(txn_config(self.broker.config), lambda: self.broker.producer_ids.take(self.broker))
+
+    def topic_request(self) -> TopicRequest:
+        config = self.broker.config
+        return TopicRequest(TRANSACTION_STATE_TOPIC, config.transaction_state_log_num_partitions,
+                            config.transaction_state_log_replication_factor, {},
+                            {"cleanup.policy": "compact", "compression.type": "producer",
+                             "segment.bytes": str(config.transaction_state_log_segment_bytes),
+                             "min.insync.replicas": str(config.transaction_state_log_min_isr)})
+
+    def encode(self, key, value) -> tuple[bytes, bytes | None]:
+        from kbroker.txn import records
+
+        return records.encode_key(key), None if value is None else records.encode_value(value)
+
+    def replay(self, partition: int, record, producer_id: int | None) -> None:
+        from kbroker.txn import records
+
+        try:
+            key = records.decode_key(record.key)
+            value = records.decode_value(key, record.value)
+        except DecodeError as error:
+            logger.warning("%s-%d: skipping a record: %s", TRANSACTION_STATE_TOPIC, partition, error)
+            return
+        self.coordinator.replay(key, value, now_ms())
+
+    def partition_of(self, transactional_id: str) -> int:
+        from kbroker.txn.records import coordinator_partition
+
+        return coordinator_partition(transactional_id, self.broker.config.transaction_state_log_num_partitions)
+
+    def changed(self, key: str, effects: list) -> None:
+        """The core keeps its own timers (``next_deadline_ms``)."""
+
+    def loaded(self, partition: int, now: int) -> list[tuple[str, list]]:
+        """Transactions found half-ended (PrepareCommit/PrepareAbort) get their markers written again."""
+        return _by_transactional_id(self.coordinator.finish_load(partition, now))
+
+    def timer_work(self, now: int) -> list[tuple[str, list]]:
+        return _by_transactional_id(self.coordinator.tick(now))
+
+    async def perform(self, key: str, effect) -> None:
+        """``WriteMarkers``, once the decision before it is durable: write them until every
+        partition took them (a deleted partition counts as done), then complete the transaction."""
+        import trio
+
+        remaining = set(effect.partitions)
+        while remaining:
+            errors = await write_markers(self.broker, effect.producer_id, effect.producer_epoch, effect.commit,
+                                         effect.coordinator_epoch, sorted(remaining))
+            for partition, code in errors.items():
+                if code in _MARKER_REFUSED:
+                    logger.error("%r: %s-%d refused the markers of producer %d epoch %d: %s",
+                                 effect.transactional_id, *partition, effect.producer_id, effect.producer_epoch,
+                                 ErrorCode(code).name)
+            remaining = {partition for partition, code in errors.items() if code not in _MARKER_DONE}
+            if remaining:
+                logger.warning("%r: markers not yet written to %s; retrying", effect.transactional_id,
+                               sorted(remaining))
+                await trio.sleep(_MARKER_RETRY_S)
+        self.apply(key, self.coordinator.markers_written(effect.transactional_id, effect.producer_id,
+                                                         effect.producer_epoch, now_ms()))
+
+
+def _by_transactional_id(effects: list) -> list[tuple[str, list]]:
+    """Effects of several transactions, each under the transactional id it belongs to."""
+    from kbroker.effects import Persist, Respond
+    from kbroker.txn.coordinator import WriteMarkers
+
+    grouped: dict[str, list] = {}
+    current = None
+    for effect in effects:
+        if isinstance(effect, WriteMarkers):
+            current = effect.transactional_id
+        elif isinstance(effect, Persist) and effect.records:
+            current = effect.records[0][0].transactional_id
+        elif not isinstance(effect, Respond) or current is None:
+            raise ValueError(f"cannot tell which transaction {effect!r} belongs to")
+        grouped.setdefault(current, []).append(effect)
+    return list(grouped.items())
