@@ -239,3 +239,26 @@ def test_list_transactions_filters_by_state_producer_duration_and_pattern(broker
     assert tid not in listed(duration_filter=3_600_000)[2]
     assert listed(version=2, transactional_id_pattern=tid.replace("-", "."))[2] == {tid: "Ongoing"}
     assert listed(version=2, transactional_id_pattern="(")[0] == ErrorCode.INVALID_REGULAR_EXPRESSION
+
+
+def test_transactional_offsets_need_the_groups_partition_in_the_transaction(broker):
+    TxnOffsetCommit = API_BY_NAME["TxnOffsetCommit"].request_class
+    AddOffsetsToTxn = API_BY_NAME["AddOffsetsToTxn"].request_class
+    call(broker.port, "FindCoordinator", 4, FindCoordinator(key_type=0, coordinator_keys=["offsets-group"]))
+    tid = unique("offsets")
+    producer = begin(broker.port, tid)
+
+    def commit(version):
+        partition = TxnOffsetCommit.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition(
+            partition_index=0, committed_offset=1)
+        body = TxnOffsetCommit(transactional_id=tid, group_id="offsets-group", producer_id=producer[0],
+                               producer_epoch=producer[1],
+                               topics=[TxnOffsetCommit.TxnOffsetCommitRequestTopic(name=TOPIC, partitions=[partition])])
+        return call(broker.port, "TxnOffsetCommit", version, body).topics[0].partitions[0].error_code
+
+    assert commit(3) == ErrorCode.INVALID_TXN_STATE
+    assert commit(4) == ErrorCode.TRANSACTION_ABORTABLE
+    added = call(broker.port, "AddOffsetsToTxn", 3, AddOffsetsToTxn(
+        transactional_id=tid, producer_id=producer[0], producer_epoch=producer[1], group_id="offsets-group"))
+    assert added.error_code == ErrorCode.NONE
+    assert commit(3) == ErrorCode.NONE

@@ -30,10 +30,12 @@ READ_UNCOMMITTED, READ_COMMITTED = 0, 1
 
 
 AddPartitionsToTxn = API_BY_NAME["AddPartitionsToTxn"].request_class
+AddOffsetsToTxn = API_BY_NAME["AddOffsetsToTxn"].request_class
 
 
-def begin(port, transactional_id):
-    """A transactional producer whose transaction includes txn-0; its id and epoch."""
+def begin(port, transactional_id, partitions=None):
+    """A transactional producer whose transaction includes ``partitions`` (by topic; txn-0 if
+    not given); its id and epoch."""
     call(port, "FindCoordinator", 4, FindCoordinator(key_type=1, coordinator_keys=[transactional_id]))
     for _ in range(100):  # the coordinator loads its new partitions first, as a client would retry
         init = call(port, "InitProducerId", 4, InitProducerId(transactional_id=transactional_id,
@@ -41,13 +43,12 @@ def begin(port, transactional_id):
         if init.error_code != ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
             break
     assert init.error_code == ErrorCode.NONE
-    add = AddPartitionsToTxn(v3_and_below_transactional_id=transactional_id,
-                             v3_and_below_producer_id=init.producer_id,
-                             v3_and_below_producer_epoch=init.producer_epoch,
-                             v3_and_below_topics=[AddPartitionsToTxn.AddPartitionsToTxnTopic(name="txn",
-                                                                                             partitions=[0])])
-    [topic] = call(port, "AddPartitionsToTxn", 3, add).results_by_topic_v3_and_below
-    assert topic.results_by_partition[0].partition_error_code == ErrorCode.NONE
+    topics = [AddPartitionsToTxn.AddPartitionsToTxnTopic(name=name, partitions=indexes)
+              for name, indexes in ({"txn": [0]} if partitions is None else partitions).items()]
+    add = AddPartitionsToTxn(v3_and_below_transactional_id=transactional_id, v3_and_below_producer_id=init.producer_id,
+                             v3_and_below_producer_epoch=init.producer_epoch, v3_and_below_topics=topics)
+    for topic in call(port, "AddPartitionsToTxn", 3, add).results_by_topic_v3_and_below:
+        assert [result.partition_error_code for result in topic.results_by_partition] == [ErrorCode.NONE]
     return init.producer_id, init.producer_epoch
 
 
@@ -114,8 +115,9 @@ def test_transactional_offset_commits_count_only_after_the_commit_marker_and_sur
     with running_broker(data_dir, settings={"offsets.topic.num.partitions": 1}) as broker:
         port = broker.port
         call(port, "FindCoordinator", 4, FindCoordinator(key_type=0, coordinator_keys=["g"]))
-        init = call(port, "InitProducerId", 4, InitProducerId(transactional_id=None, transaction_timeout_ms=60000))
-        pid, epoch = init.producer_id, init.producer_epoch
+        pid, epoch = begin(port, "t", partitions={})
+        add_offsets = AddOffsetsToTxn(transactional_id="t", producer_id=pid, producer_epoch=epoch, group_id="g")
+        assert call(port, "AddOffsetsToTxn", 3, add_offsets).error_code == ErrorCode.NONE
 
         def commit_in_transaction(offset):
             partition = TxnOffsetCommit.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition(

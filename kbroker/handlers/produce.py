@@ -12,7 +12,7 @@ as Kafka does, before it is appended.
 from __future__ import annotations
 
 from kbroker import handlers
-from kbroker.effects import CoordinatorError
+from kbroker.txn.verification import verify_in_transaction
 from log.partition_log import ProducerStateError
 from wire import DecodeError
 from wire.errors import ErrorCode
@@ -95,7 +95,9 @@ def _append(broker, transactional_id: str | None, partition, records, result, ve
             return None
     header = batches[0][1]
     if header.is_transactional:
-        error_code = _verify_in_transaction(broker, transactional_id, partition, header, version)
+        error_code = verify_in_transaction(broker, transactional_id, partition.topic, partition.index,
+                                           partition.log.producer_state, header.producer_id, header.producer_epoch,
+                                           abortable_known=version >= 11)
         if error_code != ErrorCode.NONE:
             result.error_code = error_code
             return None
@@ -111,37 +113,6 @@ def _append(broker, transactional_id: str | None, partition, records, result, ve
     result.log_append_time_ms = appended.log_append_time
     result.log_start_offset = log.log_start_offset
     return appended.last_offset
-
-
-def _verify_in_transaction(broker, transactional_id: str | None, partition, header, version: int) -> int:
-    """KIP-890 part 1: the first batch of a transaction in a partition is taken only if the
-    coordinator says the partition was added to that transaction, so that a late batch of a
-    finished (or fenced) transaction cannot start a transaction no marker will ever end.
-    The coordinator is in this process: asking it and appending happen without a pause
-    between, so no marker can slip in (Kafka's verification guard)."""
-    entry = partition.log.producer_state.producer_entry(header.producer_id)
-    if entry is not None and entry.has_ongoing_txn and entry.producer_epoch == header.producer_epoch:
-        return ErrorCode.NONE  # verified when the transaction's first batch came
-    if not transactional_id:
-        return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED  # Kafka's answer to a transactional batch without one
-    key = (partition.topic, partition.index)
-    coordinator = broker.transactions.coordinator
-    try:
-        coordinator.check(transactional_id)
-    except CoordinatorError:
-        return ErrorCode.NOT_ENOUGH_REPLICAS  # retriable for every client, as Kafka answers then
-    errors, _ = coordinator.add_partitions(transactional_id, header.producer_id, header.producer_epoch, [key],
-                                           verify_only=True, now_ms=0)
-    return _VERIFICATION_ANSWERS.get(errors[key], lambda v: errors[key])(version)
-
-
-# The verification's errors as a producer expects them in a Produce answer (Kafka's mapping).
-_VERIFICATION_ANSWERS = {
-    ErrorCode.PRODUCER_FENCED: lambda version: ErrorCode.INVALID_PRODUCER_EPOCH,
-    ErrorCode.TRANSACTION_ABORTABLE: lambda version: (ErrorCode.TRANSACTION_ABORTABLE if version >= 11
-                                                      else ErrorCode.INVALID_TXN_STATE),
-    ErrorCode.CONCURRENT_TRANSACTIONS: lambda version: ErrorCode.NOT_ENOUGH_REPLICAS,
-}
 
 
 def _refuse(result, error: DecodeError) -> None:

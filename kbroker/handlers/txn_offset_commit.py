@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from kbroker import handlers
 from kbroker.effects import CoordinatorError
-from kbroker.group.shell import now_ms
+from kbroker.group.shell import OFFSETS_TOPIC, now_ms
+from kbroker.txn.verification import verify_in_transaction
 from wire.errors import ErrorCode
 from wire.schema import API_BY_NAME
 
@@ -29,6 +30,31 @@ async def handle(broker, context, request):
             metadata=partition.committed_metadata or "", commit_timestamp_ms=now)
         for topic in request.topics for partition in topic.partitions
     }
+    refused = _verify(broker, request, context.api_version)
+    if refused != ErrorCode.NONE:
+        errors = dict.fromkeys(commits, refused)
+    else:
+        errors = await _commit(shell, request, commits)
+    return TxnOffsetCommitResponse(topics=[
+        TopicResult(name=topic.name, partitions=[
+            PartitionResult(partition_index=p.partition_index, error_code=errors[(topic.name, p.partition_index)])
+            for p in topic.partitions])
+        for topic in request.topics])
+
+
+def _verify(broker, request, version: int) -> int:
+    """The group's offsets partition must be in the producer's transaction (KIP-890 part 1)."""
+    try:
+        broker.groups.coordinator.check(request.group_id)
+    except CoordinatorError as error:
+        return error.error_code
+    index = broker.groups.partition_of(request.group_id)
+    state = broker.partition(OFFSETS_TOPIC, index).log.producer_state
+    return verify_in_transaction(broker, request.transactional_id, OFFSETS_TOPIC, index, state, request.producer_id,
+                                 request.producer_epoch, abortable_known=version >= 4)
+
+
+async def _commit(shell, request, commits) -> dict:
     try:
         errors, effects = shell.coordinator.commit_transactional_offsets(
             request.group_id, request.producer_id, request.producer_epoch, request.member_id, request.group_instance_id,
@@ -37,8 +63,4 @@ async def handle(broker, context, request):
             errors = {key: ErrorCode.COORDINATOR_NOT_AVAILABLE for key in errors}
     except CoordinatorError as error:
         errors = {key: error.error_code for key in commits}
-    return TxnOffsetCommitResponse(topics=[
-        TopicResult(name=topic.name, partitions=[
-            PartitionResult(partition_index=p.partition_index, error_code=errors[(topic.name, p.partition_index)])
-            for p in topic.partitions])
-        for topic in request.topics])
+    return errors
