@@ -13,8 +13,10 @@ import pytest
 
 from compat_tests import java_table
 from compat_tests.java_harness import java_harness  # noqa: F401  (the session fixture)
+from compat_tests.test_errors import call
 from kbroker.testing import running_broker
 from wire.murmur2 import default_partition
+from wire.schema import API_BY_NAME
 
 PARTITIONS = 3
 COUNT = 10_000
@@ -505,3 +507,49 @@ def test_readme_table_is_current():
     assert java_table.with_table(readme, java_table.render_table()) == readme, (
         "compat_tests/README.md is stale: regenerate it with `python -m compat_tests.java_table`"
     )
+
+
+def test_java_transactions_are_visible_to_read_committed_only_when_committed(java_harness, broker):
+    """Transactions (version 2) with sendOffsetsToTransaction: read_committed sees committed ones only.
+
+    Transaction version 2: no AddPartitionsToTxn, an epoch per transaction. Java and librdkafka
+    read_committed readers see the committed transactions only, read_uncommitted sees all, and the
+    group's offset is the last committed one."""
+    topic, group = "java-transactions", "java-transactions-offsets"
+    create_topic(broker.bootstrap, topic)
+    run = java_harness.run("transact", broker.bootstrap, topic, "java-tx", "commit:300,abort:200,commit:100",
+                           f"offsets-group={group}")
+    assert run.returncode == 0, (run.of_type("error"), run.stderr[-2000:])
+    assert [line["outcome"] for line in run.of_type("transaction")] == ["commit", "abort", "commit"]
+    committed = {f"s0-{i}" for i in range(300)} | {f"s2-{i}" for i in range(100)}
+    everything = committed | {f"s1-{i}" for i in range(200)}
+
+    def values(lines):
+        return [bytes.fromhex(line["value"]).decode() for line in lines]
+
+    read = values(consume_run(java_harness, broker.bootstrap, topic, len(committed), isolation="read_committed",
+                              reset="earliest").of_type("record"))
+    assert sorted(read) == sorted(committed)
+    read = values(consume_run(java_harness, broker.bootstrap, topic, len(everything), isolation="read_uncommitted",
+                              reset="earliest").of_type("record"))
+    assert sorted(read) == sorted(everything)
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "librdkafka-reader",
+                                         "isolation.level": "read_committed", "auto.offset.reset": "earliest"})
+    try:
+        consumer.assign([confluent_kafka.TopicPartition(topic, p) for p in range(PARTITIONS)])
+        seen = []
+        deadline = time.monotonic() + 30
+        while len(seen) < len(committed) and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                seen.append(message.value().decode())
+    finally:
+        consumer.close()
+    assert sorted(seen) == sorted(committed)
+    admin_client = confluent_kafka.admin.AdminClient({"bootstrap.servers": broker.bootstrap})
+    [future] = admin_client.list_consumer_group_offsets([confluent_kafka.ConsumerGroupTopicPartitions(group)]).values()
+    assert [(tp.partition, tp.offset) for tp in future.result(15).topic_partitions] == [(0, 3)]
+    # Transaction version 2: the coordinator bumped the producer's epoch at each of the three EndTxn.
+    describe = API_BY_NAME["DescribeTransactions"].request_class(transactional_ids=["java-tx"])
+    [state] = call(broker.port, "DescribeTransactions", 0, describe).transaction_states
+    assert (state.transaction_state, state.producer_epoch) == ("CompleteCommit", 3)

@@ -262,3 +262,32 @@ def test_transactional_offsets_need_the_groups_partition_in_the_transaction(brok
         transactional_id=tid, producer_id=producer[0], producer_epoch=producer[1], group_id="offsets-group"))
     assert added.error_code == ErrorCode.NONE
     assert commit(3) == ErrorCode.NONE
+
+
+def test_the_broker_finalizes_transaction_version_2(broker):
+    answer = call(broker.port, "ApiVersions", 3, API_BY_NAME["ApiVersions"].request_class(
+        client_software_name="test", client_software_version="1"))
+    assert [(f.name, f.min_version_level, f.max_version_level) for f in answer.finalized_features] == [
+        ("transaction.version", 2, 2)]
+    assert answer.finalized_features_epoch >= 0
+
+
+def test_transaction_version_2_writes_add_their_partitions_themselves(broker):
+    TxnOffsetCommit = API_BY_NAME["TxnOffsetCommit"].request_class
+    call(broker.port, "FindCoordinator", 4, FindCoordinator(key_type=0, coordinator_keys=["tv2-group"]))
+    tid = unique("implicit")
+    answer = init(broker.port, tid)
+    producer = (answer.producer_id, answer.producer_epoch)
+    assert produce(broker.port, tid, producer, 0, [b"v"], partition=1, version=11) == ErrorCode.TRANSACTION_ABORTABLE
+    assert produce(broker.port, tid, producer, 0, [b"v"], partition=1, version=12) == ErrorCode.NONE
+    partition = TxnOffsetCommit.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition(
+        partition_index=1, committed_offset=1)
+    body = TxnOffsetCommit(transactional_id=tid, group_id="tv2-group", producer_id=producer[0],
+                           producer_epoch=producer[1],
+                           topics=[TxnOffsetCommit.TxnOffsetCommitRequestTopic(name=TOPIC, partitions=[partition])])
+    assert call(broker.port, "TxnOffsetCommit", 5, body).topics[0].partitions[0].error_code == ErrorCode.NONE
+    state = describe(broker.port, tid)
+    assert state.transaction_state == "Ongoing"
+    assert sorted(t.topic for t in state.topics) == ["__consumer_offsets", TOPIC]
+    answer = end(broker.port, tid, producer, commit=True, version=5)
+    assert (answer.error_code, answer.producer_epoch) == (ErrorCode.NONE, producer[1] + 1)

@@ -63,6 +63,8 @@ import org.apache.kafka.clients.admin.OffsetSpec;
 import org.apache.kafka.clients.admin.RecordsToDelete;
 import org.apache.kafka.clients.admin.TopicDescription;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.InvalidOffsetException;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
@@ -103,6 +105,7 @@ public final class KafkaCompat {
             case "delete-records" -> deleteRecords(bootstrap, args[2], args[3]);
             case "produce" -> produce(bootstrap, args[2], args[3], options(from(args, 4)));
             case "consume" -> consume(bootstrap, args[2], Integer.parseInt(args[3]), options(from(args, 4)));
+            case "transact" -> transact(bootstrap, args[2], args[3], args[4], options(from(args, 5)));
             default -> usage();
         }
         System.out.flush();
@@ -114,7 +117,7 @@ public final class KafkaCompat {
 
     private static void usage() {
         System.err.println("usage: KafkaCompat metadata|admin-create-describe-delete|alter-configs|offsets|delete-records"
-                + "|produce|consume <bootstrap> ...");
+                + "|produce|consume|transact <bootstrap> ...");
         System.exit(2);
     }
 
@@ -426,6 +429,49 @@ public final class KafkaCompat {
                         .put("offset", metadata.offset()).put("timestamp", metadata.timestamp()));
             }
         });
+    }
+
+    /**
+     * Transactions by a plan such as "commit:100,abort:50": each step one transaction of that many
+     * records (value "s{step}-{i}", round robin over the partitions), flushed, then committed or aborted.
+     * With offsets-group=G each transaction also commits G's offset of partition 0 to the step's
+     * number through sendOffsetsToTransaction.
+     */
+    private static void transact(String bootstrap, String topic, String transactionalId, String plan,
+                                 Map<String, String> options) throws Exception {
+        Properties props = new Properties();
+        props.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        props.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, transactionalId);
+        props.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+        props.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+        props.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "30000");
+        String group = options.get("offsets-group");
+        try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(props)) {
+            producer.initTransactions();
+            int partitions = producer.partitionsFor(topic).size();
+            String[] steps = plan.split(",");
+            for (int step = 0; step < steps.length; step++) {
+                String[] parts = steps[step].split(":", 2);
+                int count = Integer.parseInt(parts[1]);
+                producer.beginTransaction();
+                for (int i = 0; i < count; i++) {
+                    byte[] value = ("s" + step + "-" + i).getBytes(StandardCharsets.US_ASCII);
+                    producer.send(new ProducerRecord<>(topic, i % partitions, null, value));
+                }
+                if (group != null) {
+                    producer.sendOffsetsToTransaction(
+                            Map.of(new TopicPartition(topic, 0), new OffsetAndMetadata(step + 1)),
+                            new ConsumerGroupMetadata(group));
+                }
+                producer.flush();
+                if (parts[0].equals("commit")) {
+                    producer.commitTransaction();
+                } else {
+                    producer.abortTransaction();
+                }
+                emit(new Json().put("type", "transaction").put("step", step).put("outcome", parts[0]).put("count", count));
+            }
+        }
     }
 
     // ---- consumer ------------------------------------------------------------------------

@@ -12,7 +12,7 @@ as Kafka does, before it is appended.
 from __future__ import annotations
 
 from kbroker import handlers
-from kbroker.txn.verification import verify_in_transaction
+from kbroker.txn.verification import add_to_transaction, verify_in_transaction
 from log.partition_log import ProducerStateError
 from wire import DecodeError
 from wire.errors import ErrorCode
@@ -25,6 +25,7 @@ TopicResult = ProduceResponse.TopicProduceResponse
 PartitionResult = TopicResult.PartitionProduceResponse
 
 _LEGACY_VERSIONS = range(0, 3)  # advertised for librdkafka, refused as Kafka 4 does
+_TRANSACTION_VERSION_2_FROM = 12  # the partition adds itself to the producer's transaction (KIP-890 part 2)
 _CODECS = {name: codec for codec, name in CODEC_NAMES.items()} | {"uncompressed": 0}
 
 
@@ -46,6 +47,8 @@ async def handle(broker, context, request):
                 result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 partition = broker.partition(topic.name, data.index)
+                if version >= _TRANSACTION_VERSION_2_FROM and request.transactional_id:
+                    await _add_to_transaction(broker, request.transactional_id, partition, data.records)
                 last_offset = _append(broker, request.transactional_id, partition, data.records, result, version)
                 if last_offset is not None:
                     partition.start_flush(last_offset)  # acks 0 and 1 do not wait for it; consumers do
@@ -113,6 +116,17 @@ def _append(broker, transactional_id: str | None, partition, records, result, ve
     result.log_append_time_ms = appended.log_append_time
     result.log_start_offset = log.log_start_offset
     return appended.last_offset
+
+
+async def _add_to_transaction(broker, transactional_id: str, partition, records) -> None:
+    """For a transactional batch of a transaction version 2 client: join its transaction first."""
+    try:
+        header = next(iter_batches(records), (None, None))[1] if records is not None else None
+    except DecodeError:
+        return  # refused by the append's own checks
+    if header is not None and header.is_transactional:
+        await add_to_transaction(broker, transactional_id, partition.topic, partition.index,
+                                 partition.log.producer_state, header.producer_id, header.producer_epoch)
 
 
 def _refuse(result, error: DecodeError) -> None:

@@ -10,11 +10,12 @@ from __future__ import annotations
 from kbroker import handlers
 from kbroker.effects import CoordinatorError
 from kbroker.group.shell import OFFSETS_TOPIC, now_ms
-from kbroker.txn.verification import verify_in_transaction
+from kbroker.txn.verification import add_to_transaction, verify_in_transaction
 from wire.errors import ErrorCode
 from wire.schema import API_BY_NAME
 
 TxnOffsetCommitResponse = API_BY_NAME["TxnOffsetCommit"].response_class
+_TRANSACTION_VERSION_2_FROM = 5
 TopicResult = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
 PartitionResult = TopicResult.TxnOffsetCommitResponsePartition
 
@@ -30,6 +31,8 @@ async def handle(broker, context, request):
             metadata=partition.committed_metadata or "", commit_timestamp_ms=now)
         for topic in request.topics for partition in topic.partitions
     }
+    if context.api_version >= _TRANSACTION_VERSION_2_FROM:
+        await _add_to_transaction(broker, request)
     refused = _verify(broker, request, context.api_version)
     if refused != ErrorCode.NONE:
         errors = dict.fromkeys(commits, refused)
@@ -40,6 +43,19 @@ async def handle(broker, context, request):
             PartitionResult(partition_index=p.partition_index, error_code=errors[(topic.name, p.partition_index)])
             for p in topic.partitions])
         for topic in request.topics])
+
+
+async def _add_to_transaction(broker, request) -> None:
+    """Transaction version 2: the group's offsets partition joins the transaction here, as the
+    client no longer sends AddOffsetsToTxn."""
+    try:
+        broker.groups.coordinator.check(request.group_id)
+    except CoordinatorError:
+        return
+    index = broker.groups.partition_of(request.group_id)
+    await add_to_transaction(broker, request.transactional_id, OFFSETS_TOPIC, index,
+                             broker.partition(OFFSETS_TOPIC, index).log.producer_state, request.producer_id,
+                             request.producer_epoch)
 
 
 def _verify(broker, request, version: int) -> int:

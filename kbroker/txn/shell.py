@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 
 from kbroker.coordinator_runtime import CoordinatorRuntime, now_ms
+from kbroker.group.shell import OFFSETS_TOPIC
 from kbroker.topics import TopicRequest
 from kbroker.txn.markers import write_markers
 from wire import DecodeError
@@ -22,6 +23,7 @@ logger = logging.getLogger(__name__)
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 _MARKER_RETRY_S = 0.5
+_LOAD_WAIT_S = 0.01
 # As Kafka's marker sender: a partition that is gone needs no marker; one that refuses the
 # producer's epoch or this coordinator's has newer markers, and retrying cannot change that.
 _MARKER_REFUSED = frozenset({ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COORDINATOR_FENCED})
@@ -95,6 +97,11 @@ class TxnShell(CoordinatorRuntime):
         import trio
 
         remaining = set(effect.partitions)
+        offsets = {index for topic, index in remaining if topic == OFFSETS_TOPIC}
+        while offsets & self.broker.groups.coordinator.loading:
+            # A marker must not overtake the group coordinator's loading of the offsets it ends
+            # (after a restart): the loader would miss it and keep them pending.
+            await trio.sleep(_LOAD_WAIT_S)
         while remaining:
             errors = await write_markers(self.broker, effect.producer_id, effect.producer_epoch, effect.commit,
                                          effect.coordinator_epoch, sorted(remaining))

@@ -7,12 +7,35 @@ producer) would open a transaction that no marker ever ends, and the partition's
 last stable offset would stop there. The coordinator is in this process: asking
 it and appending happen with no pause between, so no marker can slip in between
 (what Kafka's verification guard is for).
+
+With transaction version 2 (KIP-890 part 2: Produce v12+, TxnOffsetCommit
+v5+) the client no longer adds partitions itself: ``add_to_transaction``
+adds the partition on its behalf first, and the check above then decides as
+for any write.
 """
 
 from __future__ import annotations
 
+from kbroker.coordinator_runtime import now_ms
 from kbroker.effects import CoordinatorError
 from wire.errors import ErrorCode
+
+
+async def add_to_transaction(broker, transactional_id: str | None, topic: str, index: int, producer_state,
+                             producer_id: int, producer_epoch: int) -> None:
+    """Add the partition to the producer's transaction unless it is in one here already.
+    Whatever goes wrong is left for ``verify_in_transaction`` to answer."""
+    entry = producer_state.producer_entry(producer_id)
+    if not transactional_id or (entry is not None and entry.has_ongoing_txn and entry.producer_epoch == producer_epoch):
+        return
+    shell = broker.transactions
+    try:
+        shell.coordinator.check(transactional_id)
+    except CoordinatorError:
+        return
+    _, effects = shell.coordinator.add_partitions(transactional_id, producer_id, producer_epoch, [(topic, index)],
+                                                  verify_only=False, now_ms=now_ms())
+    await shell.wait_applied(transactional_id, effects)
 
 
 def verify_in_transaction(broker, transactional_id: str | None, topic: str, index: int, producer_state,
