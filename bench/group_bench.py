@@ -135,7 +135,9 @@ def bench_broker(broker: BrokerUnderTest, arguments, round_index: int, results: 
         broker.stop()
 
 
-def report(results: dict, names: list[str]) -> None:
+def report(results: dict, names: list[str], units: str = "time to Stable in seconds (lower is better); "
+                                                         "commits/s (higher is better)") -> None:
+    """Medians per metric and broker, and the ratio of the first broker to the second (the peer)."""
     print()
     header = ["metric", *names] + (["kbroker/" + names[-1]] if len(names) == 2 else [])
     rows = [header]
@@ -148,7 +150,7 @@ def report(results: dict, names: list[str]) -> None:
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     for row in rows:
         print("  ".join(cell.ljust(width) if i == 0 else cell.rjust(width) for i, (cell, width) in enumerate(zip(row, widths))))
-    print("time to Stable in seconds (lower is better); commits/s (higher is better)")
+    print(units)
 
 
 def main(argv: list[str] | None = None) -> int:
