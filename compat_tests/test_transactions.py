@@ -134,11 +134,11 @@ def read_kcat(bootstrap, topic, isolation):
     return [line for line in result.stdout.splitlines() if line]
 
 
-def list_offsets(port, topic, isolation_level):
+def list_offsets(port, topic, isolation_level, partitions=PARTITIONS):
     """ListOffsets latest per partition: the high watermark (0) or the last stable offset (1)."""
     request = API_BY_NAME["ListOffsets"].request_class
     wanted = request.ListOffsetsTopic(name=topic, partitions=[
-        request.ListOffsetsTopic.ListOffsetsPartition(partition_index=p, timestamp=-1) for p in range(PARTITIONS)])
+        request.ListOffsetsTopic.ListOffsetsPartition(partition_index=p, timestamp=-1) for p in range(partitions)])
     answer = call(port, "ListOffsets", 7, request(replica_id=-1, isolation_level=isolation_level, topics=[wanted]))
     return {p.partition_index: p.offset for p in answer.topics[0].partitions}
 

@@ -1,0 +1,71 @@
+"""A consume-transform-produce worker, as an exactly-once application writes it with confluent-kafka.
+
+    python -m compat_tests.eos_worker BOOTSTRAP INPUT OUTPUT GROUP TRANSACTIONAL_ID [IDLE_S]
+
+It reads INPUT in group GROUP (read_committed), and for every batch it polls,
+in one transaction: writes "out:<value>" to OUTPUT (same key and partition)
+and commits the batch's next offsets with send_offsets_to_transaction. It prints
+"committed <records in this transaction>" after each commit, and exits 0 when
+nothing new came for IDLE_S seconds. A transaction the broker tells it to abort
+is aborted and the batch read again from the group's committed offsets; a
+fatal error (it was fenced) exits 3.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import confluent_kafka
+
+BATCH = 200
+TIMEOUT_S = 30
+
+
+def main(bootstrap: str, source: str, target: str, group: str, transactional_id: str, idle_s: float = 5.0) -> int:
+    consumer = confluent_kafka.Consumer({
+        "bootstrap.servers": bootstrap, "group.id": group, "group.instance.id": transactional_id,
+        "isolation.level": "read_committed", "enable.auto.commit": False, "auto.offset.reset": "earliest",
+        "session.timeout.ms": 6000})
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id,
+                                         "linger.ms": 5})
+    producer.init_transactions(TIMEOUT_S)
+    consumer.subscribe([source])
+    last_progress = time.monotonic()
+    try:
+        while time.monotonic() - last_progress < idle_s:
+            messages = [m for m in consumer.consume(BATCH, 0.5) if m.error() is None]
+            if not messages:
+                continue
+            try:
+                producer.begin_transaction()
+                for message in messages:
+                    producer.produce(target, key=message.key(), value=b"out:" + message.value(),
+                                     partition=message.partition())
+                producer.send_offsets_to_transaction(consumer.position(consumer.assignment()),
+                                                     consumer.consumer_group_metadata(), TIMEOUT_S)
+                producer.commit_transaction(TIMEOUT_S)
+            except confluent_kafka.KafkaException as error:
+                if error.args[0].fatal():
+                    print(f"fatal {error.args[0]}", flush=True)
+                    return 3
+                producer.abort_transaction(TIMEOUT_S)
+                rewind(consumer)
+                continue
+            print(f"committed {len(messages)}", flush=True)
+            last_progress = time.monotonic()
+    finally:
+        consumer.close()
+    return 0
+
+
+def rewind(consumer: confluent_kafka.Consumer) -> None:
+    """Back to the group's committed offsets: the aborted batch is read again."""
+    for partition in consumer.committed(consumer.assignment(), TIMEOUT_S):
+        offset = partition.offset if partition.offset >= 0 else confluent_kafka.OFFSET_BEGINNING
+        consumer.seek(confluent_kafka.TopicPartition(partition.topic, partition.partition, offset))
+
+
+if __name__ == "__main__":
+    arguments = sys.argv[1:]
+    raise SystemExit(main(*arguments[:5], *(float(a) for a in arguments[5:6])))
