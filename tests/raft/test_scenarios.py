@@ -1,0 +1,171 @@
+"""Raft stories, step by step: elections, replication, a crashed leader, a partitioned
+leader, a node that comes back, an observer. The network here is perfect and
+in order (1 ms per message) unless a story cuts it; the clock moves only when a
+story says so."""
+
+from __future__ import annotations
+
+import random
+
+from raft.messages import Ready
+from raft.node import LEADER_CHANGE, Follower, Leader, RaftConfig, RaftNode
+
+CONFIG = RaftConfig(election_timeout_ms=500, fetch_timeout_ms=1000, fetch_interval_ms=50, request_timeout_ms=200)
+
+
+class Cluster:
+    def __init__(self, voters=3, observers=0, seed=7):
+        self.voters = frozenset(range(1, voters + 1))
+        self.ids = list(range(1, voters + observers + 1))
+        self.random = random.Random(seed)
+        self.now = 0
+        self.disks = {n: (0, None, []) for n in self.ids}
+        self.nodes = {n: self._boot(n) for n in self.ids}
+        self.in_flight: list[tuple[int, int, int, object]] = []  # (due, source, destination, message)
+        self.cut: set[int] = set()  # nodes cut off from every other
+        self.applied = {n: [] for n in self.ids}
+
+    def _boot(self, n):
+        epoch, voted_for, log = self.disks[n]
+        return RaftNode(n, self.voters, CONFIG, random.Random(self.random.random()), epoch=epoch, voted_for=voted_for,
+                        log=list(log), now_ms=self.now)
+
+    def carry_out(self, n, ready: Ready):
+        epoch, voted_for, log = self.disks[n]
+        if ready.quorum_state:
+            epoch, voted_for = ready.quorum_state
+        if ready.truncate_to is not None:
+            del log[ready.truncate_to:]
+        log.extend(ready.append or ())
+        self.disks[n] = (epoch, voted_for, log)
+        for destination, message in ready.messages or ():
+            self.in_flight.append((self.now + 1, n, destination, message))
+        if ready.high_watermark is not None:
+            self.applied[n] = [e.data for e in self.nodes[n].log[:ready.high_watermark]]
+
+    def run(self, ms):
+        """Advance the clock ``ms`` milliseconds, one millisecond at a time."""
+        for _ in range(ms):
+            self.now += 1
+            due = [m for m in self.in_flight if m[0] <= self.now]
+            self.in_flight = [m for m in self.in_flight if m[0] > self.now]
+            for _, source, destination, message in due:
+                node = self.nodes.get(destination)
+                if node is not None and not ({source, destination} & self.cut):
+                    self.carry_out(destination, node.receive(source, message, self.now))
+            for n, node in self.nodes.items():
+                if node is not None and node.next_deadline_ms() <= self.now:
+                    self.carry_out(n, node.tick(self.now))
+
+    def propose(self, data):
+        leader = self.leader()
+        offset, ready = self.nodes[leader].propose(data, self.now)
+        self.carry_out(leader, ready)
+        return offset
+
+    def leader(self):
+        leaders = [n for n, node in self.nodes.items() if node is not None and isinstance(node.role, Leader)]
+        assert len(leaders) <= 1 or len({self.nodes[n].epoch for n in leaders}) == len(leaders)
+        return max(leaders, key=lambda n: self.nodes[n].epoch) if leaders else None
+
+    def crash(self, n):
+        self.nodes[n] = None
+
+    def restart(self, n):
+        self.nodes[n] = self._boot(n)
+
+
+def test_three_voters_elect_one_leader_that_every_follower_follows():
+    cluster = Cluster()
+    cluster.run(1100)  # past the longest election timeout (500 ms plus up to 500 at random)
+    leader = cluster.leader()
+    assert leader is not None
+    epoch = cluster.nodes[leader].epoch
+    assert epoch == 1  # pre-vote first: no epoch was spent on a lost election
+    for n in cluster.voters - {leader}:
+        assert isinstance(cluster.nodes[n].role, Follower) and cluster.nodes[n].role.leader == leader
+    assert cluster.nodes[leader].log[0].data == LEADER_CHANGE
+
+
+def test_a_proposal_commits_on_a_majority_and_reaches_every_follower():
+    cluster = Cluster()
+    cluster.run(1100)
+    offset = cluster.propose("create topic orders")
+    cluster.run(200)
+    for n in cluster.ids:
+        assert cluster.nodes[n].high_watermark > offset
+        assert cluster.applied[n][offset] == "create topic orders"
+
+
+def test_a_crashed_leader_is_replaced_within_two_election_timeouts_with_every_committed_entry():
+    cluster = Cluster()
+    cluster.run(1100)
+    old = cluster.leader()
+    committed = cluster.propose("before the crash")
+    cluster.run(200)
+    cluster.crash(old)
+    # A follower notices within the fetch timeout (plus up to an election timeout at random, so
+    # that the two do not split the vote), then pre-votes and votes.
+    cluster.run(CONFIG.fetch_timeout_ms + 2 * CONFIG.election_timeout_ms)
+    new = cluster.leader()
+    assert new not in (None, old) and cluster.nodes[new].epoch == 2
+    assert cluster.nodes[new].log[committed].data == "before the crash"
+    cluster.restart(old)
+    cluster.run(500)
+    assert isinstance(cluster.nodes[old].role, Follower) and cluster.nodes[old].role.leader == new
+
+
+def test_a_leader_cut_off_from_the_majority_resigns_and_its_uncommitted_entries_are_dropped():
+    cluster = Cluster()
+    cluster.run(1100)
+    old = cluster.leader()
+    cluster.cut = {old}
+    stranded = cluster.propose("never committed")  # appended by the cut-off leader alone
+    cluster.run(CONFIG.fetch_timeout_ms + 100)
+    assert not isinstance(cluster.nodes[old].role, Leader)  # check-quorum: no majority fetched
+    cluster.run(2 * CONFIG.election_timeout_ms)
+    new = cluster.leader()
+    assert new is not None and new != old
+    replacement = cluster.propose("committed instead")
+    cluster.cut = set()
+    cluster.run(500)
+    assert isinstance(cluster.nodes[old].role, Follower)
+    assert [e.data for e in cluster.nodes[old].log] == [e.data for e in cluster.nodes[new].log]
+    assert "never committed" not in cluster.applied[old]
+    assert cluster.applied[old][replacement] == "committed instead" and stranded <= replacement
+
+
+def test_a_node_coming_back_from_a_partition_does_not_disturb_the_leader():
+    cluster = Cluster()
+    cluster.run(1100)
+    leader = cluster.leader()
+    epoch = cluster.nodes[leader].epoch
+    wanderer = next(iter(cluster.voters - {leader}))
+    cluster.cut = {wanderer}
+    cluster.run(5000)  # it campaigns again and again, but its pre-votes are refused: no epoch is spent
+    assert cluster.nodes[wanderer].epoch == epoch
+    cluster.cut = set()
+    cluster.run(500)
+    assert cluster.leader() == leader and cluster.nodes[leader].epoch == epoch
+    assert isinstance(cluster.nodes[wanderer].role, Follower)
+
+
+def test_an_observer_replicates_but_never_votes_nor_campaigns():
+    cluster = Cluster(voters=3, observers=1)
+    cluster.run(1100)
+    offset = cluster.propose("seen by the observer")
+    cluster.run(1500)
+    observer = cluster.nodes[4]
+    assert observer.high_watermark > offset and cluster.applied[4][offset] == "seen by the observer"
+    cluster.crash(cluster.leader())
+    cluster.run(3000)
+    assert not isinstance(observer.role, Leader) and observer.voted_for is None
+    assert cluster.leader() != 4 and cluster.leader() is not None
+
+
+def test_a_single_voter_leads_at_once_and_commits_alone():
+    cluster = Cluster(voters=1)
+    cluster.run(1100)
+    assert cluster.leader() == 1
+    offset = cluster.propose("alone")
+    assert cluster.nodes[1].high_watermark > offset
