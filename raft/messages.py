@@ -16,6 +16,20 @@ class Entry:
 
 
 @dataclass(frozen=True)
+class SnapshotId:
+    """A snapshot holds the state after every entry below ``end_offset``; the last of them is of ``epoch``."""
+
+    end_offset: int
+    epoch: int
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    id: SnapshotId
+    data: bytes
+
+
+@dataclass(frozen=True)
 class VoteRequest:
     epoch: int  # the candidate's epoch; for a pre-vote, the epoch it would campaign in
     candidate: int
@@ -56,6 +70,27 @@ class FetchResponse:
     entries: tuple[Entry, ...] = ()
     diverging_end_offset: int = -1  # >= 0: truncate to this offset, then fetch again
     not_leader: bool = False  # asked a node that is not the leader of ``epoch``
+    snapshot_id: SnapshotId | None = None  # the entries asked for are gone: fetch this snapshot instead
+
+
+@dataclass(frozen=True)
+class FetchSnapshotRequest:
+    epoch: int
+    replica: int
+    snapshot_id: SnapshotId
+    position: int  # the byte to send from
+
+
+@dataclass(frozen=True)
+class FetchSnapshotResponse:
+    epoch: int
+    leader: int | None
+    snapshot_id: SnapshotId
+    position: int
+    size: int = 0  # of the whole snapshot
+    chunk: bytes = b""
+    not_leader: bool = False
+    not_found: bool = False  # the leader no longer has (or never had) this snapshot
 
 
 @dataclass
@@ -64,6 +99,8 @@ class Ready:
     state and the log change (fsynced), then send the messages, then apply what was committed."""
 
     quorum_state: tuple[int, int | None] | None = None  # (epoch, voted for), when it changed
+    snapshot: Snapshot | None = None  # a snapshot to write (taken here, or fetched whole from the leader)
+    log_start: int | None = None  # then drop the entries below this offset (the log may be left empty from here)
     truncate_to: int | None = None  # drop entries from this offset before appending
     append: list[Entry] | None = None
     messages: list[tuple[int, object]] | None = None  # (destination node, message)
@@ -75,5 +112,6 @@ class Ready:
         self.messages.append((destination, message))
 
     def __bool__(self) -> bool:
-        return any(value is not None for value in (self.quorum_state, self.truncate_to, self.append,
-                                                     self.messages, self.high_watermark))
+        return any(value is not None for value in (self.quorum_state, self.snapshot, self.log_start,
+                                                     self.truncate_to, self.append, self.messages,
+                                                     self.high_watermark))

@@ -28,8 +28,8 @@ from __future__ import annotations
 import random as random_module
 from dataclasses import dataclass, field
 
-from raft.messages import (BeginQuorumEpoch, Entry, FetchRequest, FetchResponse, Ready, VoteRequest,
-                           VoteResponse)
+from raft.messages import (BeginQuorumEpoch, Entry, FetchRequest, FetchResponse, FetchSnapshotRequest,
+                           FetchSnapshotResponse, Ready, Snapshot, SnapshotId, VoteRequest, VoteResponse)
 
 LEADER_CHANGE = "leader-change"  # the data of a leader's first entry in its epoch
 
@@ -41,6 +41,7 @@ class RaftConfig:
     fetch_interval_ms: int = 50  # how often a follower with nothing new asks again
     request_timeout_ms: int = 300  # a fetch unanswered this long is sent again
     max_fetch_entries: int = 100
+    max_snapshot_chunk_bytes: int = 1 << 20
 
 
 @dataclass
@@ -73,6 +74,8 @@ class Follower:
     leader: int
     fetch_deadline: int  # no answer from the leader by then: campaign
     next_fetch: int = 0  # when to fetch (again): after the interval, or when an answer is overdue
+    snapshot: SnapshotId | None = None  # being fetched from the leader, instead of entries
+    snapshot_data: bytearray = field(default_factory=bytearray)  # its bytes so far
 
 
 @dataclass
@@ -86,16 +89,18 @@ class Leader:
 class RaftNode:
     def __init__(self, node_id: int, voters: frozenset[int], config: RaftConfig, rng: random_module.Random, *,
                  epoch: int = 0, voted_for: int | None = None, log: list[Entry] | None = None,
-                 now_ms: int = 0) -> None:
-        """A node started from what it persisted: the quorum state and its log."""
+                 snapshot: Snapshot | None = None, now_ms: int = 0) -> None:
+        """A node started from what it persisted: the quorum state, its latest snapshot and the
+        log's entries from the snapshot's end on."""
         self.node_id = node_id
         self.voters = frozenset(voters)
         self.config = config
         self.random = rng
         self.epoch = epoch
         self.voted_for = voted_for
-        self.log: list[Entry] = list(log or [])
-        self.high_watermark = 0  # not persisted: relearned from the leader, as KRaft does
+        self.snapshot = snapshot
+        self.log: list[Entry] = list(log or [])  # the entries from ``log_start`` on
+        self.high_watermark = self.log_start  # not persisted: relearned from the leader, as KRaft does
         self.role = Unattached(self._election_deadline(now_ms))
 
     # -- what the driver and tests read -----------------------------------------------------------
@@ -113,12 +118,35 @@ class RaftNode:
         return None
 
     @property
+    def log_start(self) -> int:
+        return self.snapshot.id.end_offset if self.snapshot else 0
+
+    @property
     def end_offset(self) -> int:
-        return len(self.log)
+        return self.log_start + len(self.log)
 
     @property
     def last_epoch(self) -> int:
-        return self.log[-1].epoch if self.log else 0
+        if self.log:
+            return self.log[-1].epoch
+        return self.snapshot.id.epoch if self.snapshot else 0
+
+    def entry(self, offset: int) -> Entry:
+        return self.log[offset - self.log_start]
+
+    def entries(self, start: int, stop: int) -> list[Entry]:
+        """The entries at offsets ``start`` (at least ``log_start``) up to ``stop``."""
+        return self.log[start - self.log_start:max(0, stop - self.log_start)]
+
+    def take_snapshot(self, end_offset: int, data: bytes) -> Ready:
+        """The state machine's state after the entries below ``end_offset`` (committed ones): keep it
+        as the latest snapshot and drop those entries from the log."""
+        ready = Ready()
+        if not self.log_start < end_offset <= self.high_watermark:
+            raise ValueError(f"a snapshot must end past the log start {self.log_start} and at most at the "
+                             f"high watermark {self.high_watermark}, not at {end_offset}")
+        self._keep_snapshot(Snapshot(SnapshotId(end_offset, self.entry(end_offset - 1).epoch), data), ready)
+        return ready
 
     def next_deadline_ms(self) -> int:
         role = self.role
@@ -302,9 +330,70 @@ class RaftNode:
     # -- replication ----------------------------------------------------------------------------------------
 
     def _send_fetch(self, destination: int, now_ms: int, ready: Ready) -> None:
-        if isinstance(self.role, Follower):
-            self.role.next_fetch = now_ms + self.config.request_timeout_ms  # sent again if unanswered
+        role = self.role
+        if isinstance(role, Follower):
+            role.next_fetch = now_ms + self.config.request_timeout_ms  # sent again if unanswered
+            if role.snapshot is not None:
+                ready.send(destination, FetchSnapshotRequest(self.epoch, self.node_id, role.snapshot,
+                                                             len(role.snapshot_data)))
+                return
         ready.send(destination, FetchRequest(self.epoch, self.node_id, self.end_offset, self.last_epoch))
+
+    # -- snapshots (KIP-630) ------------------------------------------------------------------------------
+
+    def _on_fetch_snapshot_request(self, source: int, request: FetchSnapshotRequest, now_ms: int,
+                                   ready: Ready) -> None:
+        if request.epoch > self.epoch:
+            self._observe_epoch(request.epoch, None, now_ms, ready)
+        role = self.role
+        if not isinstance(role, Leader) or request.epoch != self.epoch:
+            ready.send(source, FetchSnapshotResponse(self.epoch, self.leader, request.snapshot_id, request.position,
+                                                     not_leader=True))
+            return
+        role.last_fetch[source] = now_ms  # a replica fetching a snapshot is alive, for check-quorum
+        snapshot = self.snapshot
+        if snapshot is None or snapshot.id != request.snapshot_id or request.position > len(snapshot.data):
+            ready.send(source, FetchSnapshotResponse(self.epoch, self.node_id, request.snapshot_id, request.position,
+                                                     not_found=True))
+            return
+        chunk = snapshot.data[request.position:request.position + self.config.max_snapshot_chunk_bytes]
+        ready.send(source, FetchSnapshotResponse(self.epoch, self.node_id, snapshot.id, request.position,
+                                                 len(snapshot.data), chunk))
+
+    def _on_fetch_snapshot_response(self, source: int, response: FetchSnapshotResponse, now_ms: int,
+                                    ready: Ready) -> None:
+        if not self._observe_epoch(response.epoch, response.leader, now_ms, ready):
+            return
+        role = self.role
+        if (not isinstance(role, Follower) or source != role.leader or response.not_leader
+                or role.snapshot != response.snapshot_id or response.position != len(role.snapshot_data)):
+            return  # not for what this node is fetching now (stale, duplicated, or from another leader)
+        role.fetch_deadline = self._fetch_deadline(now_ms)
+        if response.not_found:  # the leader took a newer one: fetch again, and be told which
+            role.snapshot, role.snapshot_data = None, bytearray()
+        else:
+            role.snapshot_data += response.chunk
+            if len(role.snapshot_data) >= response.size:
+                snapshot = Snapshot(role.snapshot, bytes(role.snapshot_data))
+                role.snapshot, role.snapshot_data = None, bytearray()
+                self._keep_snapshot(snapshot, ready)
+        self._send_fetch(role.leader, now_ms, ready)
+
+    def _keep_snapshot(self, snapshot: Snapshot, ready: Ready) -> None:
+        """Make ``snapshot`` the latest: drop the entries it covers, or the whole log if it does not
+        continue the snapshot (a fetched snapshot past this node's end, or from another history)."""
+        end, epoch = snapshot.id.end_offset, snapshot.id.epoch
+        if self.log_start < end <= self.end_offset and self.entry(end - 1).epoch == epoch:
+            del self.log[:end - self.log_start]
+        else:
+            if self.end_offset > end:
+                ready.truncate_to = end
+            self.log = []
+        self.snapshot = snapshot
+        ready.snapshot, ready.log_start = snapshot, end
+        if end > self.high_watermark:  # a snapshot holds committed entries only
+            self.high_watermark = end
+            ready.high_watermark = end
 
     def _on_fetch_request(self, source: int, request: FetchRequest, now_ms: int, ready: Ready) -> None:
         role = self.role
@@ -314,6 +403,11 @@ class RaftNode:
         if not isinstance(role, Leader) or request.epoch != self.epoch:
             ready.send(source, FetchResponse(self.epoch, self.leader, request.fetch_offset, request.last_fetched_epoch,
                                              not_leader=True))
+            return
+        if self._needs_snapshot(request.fetch_offset, request.last_fetched_epoch):
+            ready.send(source, FetchResponse(self.epoch, self.node_id, request.fetch_offset,
+                                             request.last_fetched_epoch, self.high_watermark,
+                                             snapshot_id=self.snapshot.id))
             return
         diverging = self._diverging_end_offset(request.fetch_offset, request.last_fetched_epoch)
         if diverging is not None:
@@ -325,20 +419,29 @@ class RaftNode:
         if source in role.end_offsets:
             role.end_offsets[source] = request.fetch_offset
             self._advance_high_watermark(ready)
-        entries = tuple(self.log[request.fetch_offset:request.fetch_offset + self.config.max_fetch_entries])
+        entries = tuple(self.entries(request.fetch_offset, request.fetch_offset + self.config.max_fetch_entries))
         ready.send(source, FetchResponse(self.epoch, self.node_id, request.fetch_offset, request.last_fetched_epoch,
                                          self.high_watermark, entries))
 
+    def _needs_snapshot(self, fetch_offset: int, last_fetched_epoch: int) -> bool:
+        """The entries the fetcher needs, or those to check its log against, are in the snapshot only
+        (KIP-630: the fetch offset is below the log start, or its epoch is older than the snapshot's)."""
+        if self.snapshot is None:
+            return False
+        snapshot = self.snapshot.id
+        return (fetch_offset < snapshot.end_offset or last_fetched_epoch < snapshot.epoch
+                or (fetch_offset == snapshot.end_offset and last_fetched_epoch != snapshot.epoch))
+
     def _diverging_end_offset(self, fetch_offset: int, last_fetched_epoch: int) -> int | None:
         """Where the fetcher's log must be cut, if its last entry is not ours (KIP-595's DivergingEpoch)."""
-        if fetch_offset == 0:
-            return None
-        if fetch_offset <= self.end_offset and self.log[fetch_offset - 1].epoch == last_fetched_epoch:
+        if fetch_offset == self.log_start:
+            return None  # at 0; or at the snapshot's end, whose epoch was checked by _needs_snapshot
+        if fetch_offset <= self.end_offset and self.entry(fetch_offset - 1).epoch == last_fetched_epoch:
             return None
         # The end of the fetcher's last epoch in our log: the first offset of a later epoch.
-        end = next((offset for offset, entry in enumerate(self.log) if entry.epoch > last_fetched_epoch),
+        end = next((offset for offset, entry in enumerate(self.log, self.log_start) if entry.epoch > last_fetched_epoch),
                    self.end_offset)
-        return min(end, fetch_offset - 1)
+        return max(min(end, fetch_offset - 1), self.log_start)
 
     def _on_fetch_response(self, source: int, response: FetchResponse, now_ms: int, ready: Ready) -> None:
         if not self._observe_epoch(response.epoch, response.leader, now_ms, ready):
@@ -347,17 +450,21 @@ class RaftNode:
         if isinstance(role, Follower) and source == role.leader and response.not_leader and response.leader is None:
             self._become_unattached(self.epoch, now_ms, ready)  # the leader resigned: elect another at once
             return
-        if not isinstance(role, Follower) or source != role.leader or response.not_leader:
+        if not isinstance(role, Follower) or source != role.leader or response.not_leader or role.snapshot:
             if isinstance(role, Unattached) and response.leader is not None and response.leader != self.node_id:
                 self._become_follower(response.epoch, response.leader, now_ms, ready)
             return
         if (response.fetch_offset, response.last_fetched_epoch) != (self.end_offset, self.last_epoch):
             return  # an answer to a fetch from another state of this log (a duplicate or a reordered one)
         role.fetch_deadline = self._fetch_deadline(now_ms)
+        if response.snapshot_id is not None:
+            role.snapshot, role.snapshot_data = response.snapshot_id, bytearray()
+            self._send_fetch(role.leader, now_ms, ready)
+            return
         if response.diverging_end_offset >= 0:
             cut = max(response.diverging_end_offset, self.high_watermark)  # committed entries are never cut
             if cut < self.end_offset:
-                del self.log[cut:]
+                del self.log[cut - self.log_start:]
                 ready.truncate_to = cut
             self._send_fetch(role.leader, now_ms, ready)
             return
@@ -424,4 +531,6 @@ _HANDLERS = {
     BeginQuorumEpoch: RaftNode._on_begin_quorum_epoch,
     FetchRequest: RaftNode._on_fetch_request,
     FetchResponse: RaftNode._on_fetch_response,
+    FetchSnapshotRequest: RaftNode._on_fetch_snapshot_request,
+    FetchSnapshotResponse: RaftNode._on_fetch_snapshot_response,
 }

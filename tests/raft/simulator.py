@@ -8,7 +8,10 @@ deliveries, node ticks at their deadlines, client proposals and the nemesis:
   links (one node isolated, or the nodes split in two);
 - nodes crash, losing what they had not persisted: the crash may come before
   the driver carried out a Ready, which is then lost whole; they restart from
-  their "disk" (quorum state and log) after a while.
+  their "disk" (quorum state, snapshot and log) after a while; an observer may
+  lose its disk altogether (a voter may not: it would forget its vote);
+- nodes take snapshots of the committed state every few dozen entries and drop
+  the entries they cover, so that a lagging or wiped node fetches a snapshot.
 
 After every step the invariants are checked; a broken one raises
 ``InvariantBroken`` naming the seed:
@@ -31,11 +34,17 @@ import random
 from collections import Counter
 from dataclasses import dataclass, field
 
-from raft.messages import Ready
+from raft.messages import Ready, Snapshot
 from raft.node import Leader, RaftConfig, RaftNode
 
 CONFIG = RaftConfig(election_timeout_ms=500, fetch_timeout_ms=1000, fetch_interval_ms=50, request_timeout_ms=200,
-                    max_fetch_entries=20)
+                    max_fetch_entries=20, max_snapshot_chunk_bytes=200)
+SNAPSHOT_EVERY = (10, 60)  # a node snapshots when this many committed entries (drawn at random) are in its log
+
+
+def snapshot_of(entries: list) -> bytes:
+    """The simulated state machine's state: every committed value, in order."""
+    return repr([entry.data for entry in entries]).encode()
 
 
 class InvariantBroken(AssertionError):
@@ -46,7 +55,9 @@ class InvariantBroken(AssertionError):
 class Disk:
     epoch: int = 0
     voted_for: int | None = None
-    log: list = field(default_factory=list)
+    snapshot: Snapshot | None = None
+    log_start: int = 0
+    log: list = field(default_factory=list)  # the entries from log_start on
 
 
 @dataclass
@@ -71,6 +82,7 @@ class Simulation:
         self.disks = {n: Disk() for n in self.node_ids}
         self.applied = {n: 0 for n in self.node_ids}  # how many committed entries each node has applied
         self.last_high_watermark = {n: 0 for n in self.node_ids}
+        self.snapshot_after = {n: self.random.randint(*SNAPSHOT_EVERY) for n in self.node_ids}
         self.nodes: dict[int, RaftNode | None] = {n: self._start(n) for n in self.node_ids}
         self.events: list = []
         self.sequence = 0
@@ -145,7 +157,10 @@ class Simulation:
         if node is None or frozenset((source, destination)) in self.cut:
             self.counts["messages lost"] += 1
             return
-        self._carry_out(destination, node.receive(source, message, self.now))
+        ready = node.receive(source, message, self.now)
+        if ready.snapshot is not None:
+            self.counts["snapshots fetched"] += 1
+        self._carry_out(destination, ready)
 
     def _on_propose(self) -> None:
         leader = self.leader()
@@ -162,7 +177,11 @@ class Simulation:
         choice = self.random.random()
         alive = [n for n in self.node_ids if self.nodes[n] is not None]
         if choice < 0.3 and len(alive) > 1:
-            self._crash(self.random.choice(alive))
+            victim = self.random.choice(alive)
+            self._crash(victim)
+            if victim not in self.voter_ids and self.random.random() < 0.5:
+                self.disks[victim] = Disk()  # an observer may lose its disk; it starts again from nothing
+                self.counts["observer disks wiped"] += 1
         elif choice < 0.5:
             isolated = self.random.choice(self.node_ids)
             self.cut = {frozenset((isolated, other)) for other in self.node_ids if other != isolated}
@@ -196,8 +215,9 @@ class Simulation:
         disk = self.disks[node_id]
         self.applied[node_id] = 0  # the state machine is rebuilt from the start
         self.last_high_watermark[node_id] = 0
+        assert disk.log_start == (disk.snapshot.id.end_offset if disk.snapshot else 0)
         return RaftNode(node_id, self.voter_ids, CONFIG, random.Random(self.random.random()), epoch=disk.epoch,
-                        voted_for=disk.voted_for, log=disk.log, now_ms=self.now)
+                        voted_for=disk.voted_for, snapshot=disk.snapshot, log=disk.log, now_ms=self.now)
 
     def _crash(self, node_id: int) -> None:
         self.nodes[node_id] = None
@@ -214,19 +234,32 @@ class Simulation:
         disk = self.disks[node_id]
         if ready.quorum_state is not None:
             disk.epoch, disk.voted_for = ready.quorum_state
+        if ready.snapshot is not None:
+            end = ready.snapshot.id.end_offset
+            if len(self.committed) < end or ready.snapshot.data != snapshot_of(self.committed[:end]):
+                self._broken(f"node {node_id} keeps a snapshot to {end} that is not the committed state")
+            disk.snapshot = ready.snapshot
+            self.counts["snapshots"] += 1
+        if ready.log_start is not None:
+            disk.log = disk.log[ready.log_start - disk.log_start:]
+            disk.log_start = ready.log_start
         if ready.truncate_to is not None:
-            for offset in range(ready.truncate_to, min(len(disk.log), len(self.committed))):
-                if disk.log[offset] == self.committed[offset]:
+            for offset in range(ready.truncate_to, min(disk.log_start + len(disk.log), len(self.committed))):
+                if disk.log[offset - disk.log_start] == self.committed[offset]:
                     self._broken(f"node {node_id} truncated committed offset {offset}")
-            del disk.log[ready.truncate_to:]
+            del disk.log[ready.truncate_to - disk.log_start:]
         if ready.append:
             disk.log.extend(ready.append)
-        if len(disk.log) != len(node.log) or (disk.log and disk.log[-1] != node.log[-1]):
+        if (disk.log_start, disk.log, disk.snapshot) != (node.log_start, node.log, node.snapshot):
             self._broken(f"node {node_id}: the Ready does not bring its disk to its log")
         for destination, message in ready.messages or ():
             self._send(node_id, destination, message)
         self._check(node_id, node)
         self._schedule_tick(node_id)
+        if node.high_watermark - node.log_start >= self.snapshot_after[node_id]:
+            self.snapshot_after[node_id] = self.random.randint(*SNAPSHOT_EVERY)
+            end = node.high_watermark
+            self._carry_out(node_id, node.take_snapshot(end, snapshot_of(self.committed[:end])))
 
     def _send(self, source: int, destination: int, message) -> None:
         self.counts["messages"] += 1
@@ -258,19 +291,20 @@ class Simulation:
                 self._broken(f"two leaders in epoch {node.epoch}: {holder} and {node_id}")
             if (node.epoch, node_id) not in self.leaders_checked:
                 self.leaders_checked.add((node.epoch, node_id))
-                if node.log[:len(self.committed)] != self.committed:
+                start = node.log_start  # below it, the snapshot, checked when it was kept
+                if node.entries(start, len(self.committed)) != self.committed[start:]:
                     self._broken(f"leader {node_id} of epoch {node.epoch} lacks committed entries")
         high_watermark = node.high_watermark
         if high_watermark < self.last_high_watermark[node_id]:
             self._broken(f"node {node_id}'s high watermark went back from "
                          f"{self.last_high_watermark[node_id]} to {high_watermark}")
-        for offset in range(self.last_high_watermark[node_id], high_watermark):
+        for offset in range(max(self.last_high_watermark[node_id], node.log_start), high_watermark):
             if offset < len(self.committed):
-                if node.log[offset] != self.committed[offset]:
-                    self._broken(f"node {node_id} committed {node.log[offset]} at {offset}, "
+                if node.entry(offset) != self.committed[offset]:
+                    self._broken(f"node {node_id} committed {node.entry(offset)} at {offset}, "
                                  f"another committed {self.committed[offset]}")
             else:
-                self.committed.append(node.log[offset])
+                self.committed.append(node.entry(offset))
         self.last_high_watermark[node_id] = high_watermark
         # The driver applies what is committed; each entry was just checked against the committed
         # sequence, so every node's applied sequence is a prefix of it.

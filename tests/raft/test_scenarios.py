@@ -5,10 +5,12 @@ story says so."""
 
 from __future__ import annotations
 
+import ast
 import random
 
 from raft.messages import Ready
 from raft.node import LEADER_CHANGE, Follower, Leader, RaftConfig, RaftNode
+from tests.raft.simulator import Disk
 
 CONFIG = RaftConfig(election_timeout_ms=500, fetch_timeout_ms=1000, fetch_interval_ms=50, request_timeout_ms=200)
 
@@ -19,29 +21,35 @@ class Cluster:
         self.ids = list(range(1, voters + observers + 1))
         self.random = random.Random(seed)
         self.now = 0
-        self.disks = {n: (0, None, []) for n in self.ids}
+        self.disks = {n: Disk() for n in self.ids}
         self.nodes = {n: self._boot(n) for n in self.ids}
         self.in_flight: list[tuple[int, int, int, object]] = []  # (due, source, destination, message)
         self.cut: set[int] = set()  # nodes cut off from every other
         self.applied = {n: [] for n in self.ids}
 
     def _boot(self, n):
-        epoch, voted_for, log = self.disks[n]
-        return RaftNode(n, self.voters, CONFIG, random.Random(self.random.random()), epoch=epoch, voted_for=voted_for,
-                        log=list(log), now_ms=self.now)
+        disk = self.disks[n]
+        return RaftNode(n, self.voters, CONFIG, random.Random(self.random.random()), epoch=disk.epoch,
+                        voted_for=disk.voted_for, snapshot=disk.snapshot, log=list(disk.log), now_ms=self.now)
 
     def carry_out(self, n, ready: Ready):
-        epoch, voted_for, log = self.disks[n]
+        disk, node = self.disks[n], self.nodes[n]
         if ready.quorum_state:
-            epoch, voted_for = ready.quorum_state
+            disk.epoch, disk.voted_for = ready.quorum_state
+        if ready.snapshot:
+            disk.snapshot = ready.snapshot
+            self.applied[n] = ast.literal_eval(ready.snapshot.data.decode())  # this story's snapshots are lists' reprs
+        if ready.log_start is not None:
+            disk.log = disk.log[ready.log_start - disk.log_start:]
+            disk.log_start = ready.log_start
         if ready.truncate_to is not None:
-            del log[ready.truncate_to:]
-        log.extend(ready.append or ())
-        self.disks[n] = (epoch, voted_for, log)
+            del disk.log[ready.truncate_to - disk.log_start:]
+        disk.log.extend(ready.append or ())
         for destination, message in ready.messages or ():
             self.in_flight.append((self.now + 1, n, destination, message))
         if ready.high_watermark is not None:
-            self.applied[n] = [e.data for e in self.nodes[n].log[:ready.high_watermark]]
+            applied = self.applied[n]
+            applied += [e.data for e in node.entries(len(applied), ready.high_watermark)]
 
     def run(self, ms):
         """Advance the clock ``ms`` milliseconds, one millisecond at a time."""
@@ -73,6 +81,11 @@ class Cluster:
 
     def restart(self, n):
         self.nodes[n] = self._boot(n)
+        self.applied[n] = ast.literal_eval(self.disks[n].snapshot.data.decode()) if self.disks[n].snapshot else []
+
+    def snapshot(self, n):
+        node = self.nodes[n]
+        self.carry_out(n, node.take_snapshot(node.high_watermark, repr(self.applied[n]).encode()))
 
 
 def test_three_voters_elect_one_leader_that_every_follower_follows():
@@ -169,3 +182,25 @@ def test_a_single_voter_leads_at_once_and_commits_alone():
     assert cluster.leader() == 1
     offset = cluster.propose("alone")
     assert cluster.nodes[1].high_watermark > offset
+
+
+def test_a_node_that_lost_its_disk_rejoins_from_the_leaders_snapshot():
+    cluster = Cluster(voters=3, observers=1)
+    cluster.run(1100)
+    for i in range(30):
+        cluster.propose(f"record {i}")
+    cluster.run(300)
+    leader = cluster.leader()
+    cluster.snapshot(leader)  # the leader's log now starts after record 29: those entries are gone
+    snapshot = cluster.nodes[leader].snapshot
+    assert snapshot.id.end_offset == 31 and cluster.nodes[leader].log == []
+    cluster.crash(4)
+    cluster.disks[4] = Disk()
+    cluster.restart(4)  # empty: it fetches from offset 0, which the leader no longer has
+    cluster.run(1500)
+    observer = cluster.nodes[4]
+    assert observer.snapshot == snapshot and observer.log_start == 31 and cluster.disks[4].snapshot == snapshot
+    assert cluster.applied[4] == cluster.applied[leader] and cluster.applied[4][-1] == "record 29"
+    offset = cluster.propose("after the snapshot")
+    cluster.run(200)
+    assert observer.entry(offset).data == "after the snapshot" and cluster.applied[4][offset] == "after the snapshot"

@@ -77,3 +77,15 @@ def test_the_checker_catches_a_leader_that_commits_without_a_majority(monkeypatc
     with pytest.raises(InvariantBroken):
         for seed in range(200):
             simulate(seed)
+
+
+def test_the_checker_catches_a_leader_that_serves_entries_its_snapshot_replaced(monkeypatch):
+    """Without KIP-630's rule (fetch below the log start: send the snapshot), a lagging follower is
+    served whatever lies at the wrong place in the leader's shortened log, or the leader reads
+    before the start of its own log."""
+    import raft.node
+
+    monkeypatch.setattr(raft.node.RaftNode, "_needs_snapshot", lambda self, offset, epoch: False)
+    with pytest.raises((InvariantBroken, IndexError)):
+        for seed in range(200):
+            simulate(seed)
