@@ -53,6 +53,16 @@ class BeginQuorumEpoch:
 
 
 @dataclass(frozen=True)
+class EndQuorumEpoch:
+    """A leader steps down (shutting down): its voters should elect another now, the most
+    caught-up first, rather than wait for their fetch timeout."""
+
+    epoch: int
+    leader: int
+    preferred_successors: tuple[int, ...]
+
+
+@dataclass(frozen=True)
 class FetchRequest:
     epoch: int
     replica: int

@@ -19,6 +19,8 @@ Roles, each a small state of its own:
   what a majority of voters has; resigns when a majority stops fetching (check-quorum).
 - ``Follower``: fetches from the leader; truncates where its log diverges; campaigns
   when the leader falls silent.
+- ``Resigned``: a leader that stepped down (``resign``, before a shutdown) and told
+  its voters so (EndQuorumEpoch), so that they elect another without waiting.
 
 Observers (nodes outside ``voters``) replicate as followers do but never vote nor campaign.
 """
@@ -28,7 +30,7 @@ from __future__ import annotations
 import random as random_module
 from dataclasses import dataclass, field
 
-from raft.messages import (BeginQuorumEpoch, Entry, FetchRequest, FetchResponse, FetchSnapshotRequest,
+from raft.messages import (BeginQuorumEpoch, EndQuorumEpoch, Entry, FetchRequest, FetchResponse, FetchSnapshotRequest,
                            FetchSnapshotResponse, Ready, Snapshot, SnapshotId, VoteRequest, VoteResponse)
 
 LEADER_CHANGE = "leader-change"  # the data of a leader's first entry in its epoch
@@ -42,10 +44,16 @@ class RaftConfig:
     request_timeout_ms: int = 300  # a fetch unanswered this long is sent again
     max_fetch_entries: int = 100
     max_snapshot_chunk_bytes: int = 1 << 20
+    election_backoff_ms: int = 100  # after a leader resigns, each successor waits this much more than the one before
 
 
 @dataclass
 class Unattached:
+    election_deadline: int
+
+
+@dataclass
+class Resigned:
     election_deadline: int
 
 
@@ -182,6 +190,17 @@ class RaftNode:
                 self._campaign_or_wait(now_ms, ready)
         elif isinstance(role, Election) and now_ms >= role.next_request:
             self._request_votes(now_ms, ready)
+        return ready
+
+    def resign(self, now_ms: int) -> Ready:
+        """Step down (the node is shutting down): the voters most caught up are asked to campaign first."""
+        ready = Ready()
+        role = self.role
+        if isinstance(role, Leader):
+            successors = tuple(sorted(role.end_offsets.keys() & self.voters, key=lambda v: -role.end_offsets[v]))
+            for voter in sorted(self.voters - {self.node_id}):
+                ready.send(voter, EndQuorumEpoch(self.epoch, self.node_id, successors))
+            self.role = Resigned(self._election_deadline(now_ms))
         return ready
 
     def propose(self, data: object, now_ms: int) -> tuple[int | None, Ready]:
@@ -321,6 +340,14 @@ class RaftNode:
             role.granted.add(source)
             if self._is_majority(role.granted):
                 self._become_leader(now_ms, ready)
+
+    def _on_end_quorum_epoch(self, source: int, message: EndQuorumEpoch, now_ms: int, ready: Ready) -> None:
+        if not self._observe_epoch(message.epoch, None, now_ms, ready):
+            return
+        if isinstance(self.role, Follower) and self.role.leader == message.leader:
+            successors = message.preferred_successors
+            rank = successors.index(self.node_id) if self.node_id in successors else len(successors)
+            self.role = Unattached(now_ms + rank * self.config.election_backoff_ms)
 
     def _on_begin_quorum_epoch(self, source: int, message: BeginQuorumEpoch, now_ms: int, ready: Ready) -> None:
         if message.epoch < self.epoch or (message.epoch == self.epoch and isinstance(self.role, (Follower, Leader))):
@@ -529,6 +556,7 @@ _HANDLERS = {
     VoteRequest: RaftNode._on_vote_request,
     VoteResponse: RaftNode._on_vote_response,
     BeginQuorumEpoch: RaftNode._on_begin_quorum_epoch,
+    EndQuorumEpoch: RaftNode._on_end_quorum_epoch,
     FetchRequest: RaftNode._on_fetch_request,
     FetchResponse: RaftNode._on_fetch_response,
     FetchSnapshotRequest: RaftNode._on_fetch_snapshot_request,

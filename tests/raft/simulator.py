@@ -10,6 +10,7 @@ deliveries, node ticks at their deadlines, client proposals and the nemesis:
   the driver carried out a Ready, which is then lost whole; they restart from
   their "disk" (quorum state, snapshot and log) after a while; an observer may
   lose its disk altogether (a voter may not: it would forget its vote);
+- a leader resigns (EndQuorumEpoch, as before a shutdown);
 - nodes take snapshots of the committed state every few dozen entries and drop
   the entries they cover, so that a lagging or wiped node fetches a snapshot.
 
@@ -182,6 +183,10 @@ class Simulation:
             if victim not in self.voter_ids and self.random.random() < 0.5:
                 self.disks[victim] = Disk()  # an observer may lose its disk; it starts again from nothing
                 self.counts["observer disks wiped"] += 1
+        elif choice < 0.35 and self.leader() is not None:
+            leader = self.leader()
+            self._carry_out(leader, self.nodes[leader].resign(self.now))
+            self.counts["leaders resigned"] += 1
         elif choice < 0.5:
             isolated = self.random.choice(self.node_ids)
             self.cut = {frozenset((isolated, other)) for other in self.node_ids if other != isolated}

@@ -204,3 +204,18 @@ def test_a_node_that_lost_its_disk_rejoins_from_the_leaders_snapshot():
     offset = cluster.propose("after the snapshot")
     cluster.run(200)
     assert observer.entry(offset).data == "after the snapshot" and cluster.applied[4][offset] == "after the snapshot"
+
+
+def test_a_leader_that_resigns_is_replaced_at_once_by_the_most_caught_up_voter():
+    cluster = Cluster()
+    cluster.run(1100)
+    old = cluster.leader()
+    cluster.propose("before the handover")
+    cluster.run(100)
+    cluster.carry_out(old, cluster.nodes[old].resign(cluster.now))  # a controlled shutdown
+    assert cluster.leader() is None
+    cluster.run(50)  # far below the fetch timeout (1000 ms) the followers would otherwise wait
+    new = cluster.leader()
+    assert new not in (None, old) and cluster.nodes[new].epoch == 2
+    cluster.run(100)
+    assert isinstance(cluster.nodes[old].role, Follower) and cluster.nodes[old].role.leader == new
