@@ -81,6 +81,7 @@ class Broker:
         self.producer_ids = ProducerIdBlock()
         self.groups = GroupShell(self)
         self.transactions = TxnShell(self)
+        self.write_lock = trio.Lock()  # admin changes are planned and committed one at a time
         for topic in self.image.topics.values():
             self._open_logs(topic)
 
@@ -99,6 +100,11 @@ class Broker:
                 for partition in topic.partitions:
                     self._partitions.pop((name, partition.partition), None)
                     self.logs.delete(name, partition.partition)
+
+    async def submit(self, records: list) -> int | None:
+        """Commit a metadata change for a handler; None, or the error code of a change not made."""
+        self.commit(records)
+        return None
 
     def partition(self, topic: str, index: int) -> Partition:
         """The partition this broker leads (single node: every partition)."""

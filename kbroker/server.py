@@ -52,9 +52,14 @@ class ServerLimits:
 
 
 class Server:
-    def __init__(self, broker, limits: ServerLimits | None = None) -> None:
+    def __init__(self, broker, limits: ServerLimits | None = None, *, handlers: dict | None = None,
+                 api_versions=api_versions_response) -> None:
+        """Serve ``broker`` (what the handlers are given) with ``handlers`` (the broker's registry,
+        or another, such as a controller listener's) and ``api_versions`` making their ApiVersions answer."""
         self.broker = broker
         self.limits = limits or ServerLimits()
+        self.handlers = HANDLERS if handlers is None else handlers
+        self.api_versions = api_versions
         self.connections = 0
 
     async def serve(self, host: str, port: int, sockets=(), *, task_status=trio.TASK_STATUS_IGNORED) -> None:
@@ -129,12 +134,12 @@ class Server:
             header, body_start = decode_request_header(frame)
         except UnknownApiKey as error:
             raise DecodeError(f"unknown api key {error.api_key}") from None
-        handler = HANDLERS.get(header.api_key)
+        handler = self.handlers.get(header.api_key)
         if handler is None or not handler.supports(header.api_version):
             if header.api_key == _API_VERSIONS_KEY:
                 # KIP-511: answer in v0 with our versions, so the client can pick one.
                 answer = _Answer(RequestHeader(_API_VERSIONS_KEY, 0, header.correlation_id, header.client_id))
-                answer.finish(api_versions_response(ErrorCode.UNSUPPORTED_VERSION))
+                answer.finish(self.api_versions(ErrorCode.UNSUPPORTED_VERSION))
                 return answer
             raise DecodeError(f"api key {header.api_key} v{header.api_version} is not supported")
         request = handler.api.decode_request(header.api_version, memoryview(frame)[body_start:], exact=False)

@@ -56,7 +56,7 @@ def plan_topic(image: MetadataImage, request: TopicRequest, *, default_partition
     validate_topic_name(request.name)
     if request.name in image.topics:
         raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{request.name}' already exists.")
-    broker_ids = {broker.node_id for broker in image.brokers}
+    broker_ids = {broker.node_id for broker in image.live_brokers}
     if request.assignments:
         if request.num_partitions != -1 or request.replication_factor != -1:
             raise TopicError(ErrorCode.INVALID_REQUEST, "Both numPartitions or replicationFactor and replicasAssignments were set.")
@@ -137,7 +137,7 @@ def plan_partitions(image: MetadataImage, name: str, count: int, assignments: li
         )
     additional = count - current
     replication = len(topic.partitions[0].replicas)
-    broker_ids = sorted(broker.node_id for broker in image.brokers)
+    broker_ids = sorted(broker.node_id for broker in image.live_brokers)
     if assignments is not None:
         if len(assignments) != additional:
             raise TopicError(

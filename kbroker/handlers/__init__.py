@@ -40,16 +40,17 @@ class Deferred:
 HANDLERS: dict[int, Handler] = {}
 
 
-def handles(api_name: str, min_version: int, max_version: int):
-    """Register the decorated coroutine function as the handler of ``api_name``."""
+def handles(api_name: str, min_version: int, max_version: int, registry: dict[int, Handler] = HANDLERS):
+    """Register the decorated coroutine function as the handler of ``api_name`` (in the broker's
+    registry, or in another listener's)."""
     api = API_BY_NAME[api_name]
     if not (api.min_version <= min_version <= max_version <= api.max_version):
         raise ValueError(f"{api_name} v{min_version}-{max_version} is outside the declared v{api.versions}")
 
     def register(function):
-        if api.key in HANDLERS:
+        if api.key in registry:
             raise ValueError(f"{api_name} has two handlers")
-        HANDLERS[api.key] = Handler(api, min_version, max_version, function)
+        registry[api.key] = Handler(api, min_version, max_version, function)
         return function
 
     return register

@@ -21,10 +21,11 @@ _FINALIZED = [ApiVersionsResponse.FinalizedFeatureKey(name="transaction.version"
 _FEATURES_EPOCH = 1  # fixed: a single node finalizes its features once
 
 
-def api_versions_response(error_code: int = ErrorCode.NONE) -> object:
+def api_versions_response(error_code: int = ErrorCode.NONE, registry: dict | None = None) -> object:
+    """The answer listing every API in ``registry`` (the broker's handlers unless told)."""
     keys = [
         ApiVersionsResponse.ApiVersion(api_key=key, min_version=handler.min_version, max_version=handler.max_version)
-        for key, handler in sorted(handlers.HANDLERS.items())
+        for key, handler in sorted((handlers.HANDLERS if registry is None else registry).items())
     ]
     return ApiVersionsResponse(error_code=error_code, api_keys=keys, supported_features=_SUPPORTED,
                                finalized_features_epoch=_FEATURES_EPOCH, finalized_features=_FINALIZED)

@@ -15,6 +15,18 @@ _CONFIGS_FROM = 5  # v5+ answers with the new topic's configs (KIP-525)
 
 @handlers.handles("CreateTopics", 2, 7)
 async def handle(broker, context, request):
+    return await create_topics(broker, context, request)
+
+
+async def create_topics(broker, context, request):
+    """CreateTopics against ``broker``'s image, committed with its ``submit`` (a broker's metadata
+    log, or the controller quorum), planned and committed under its ``write_lock`` so that two
+    requests never both create one name."""
+    async with broker.write_lock:
+        return await _create_topics(broker, context, request)
+
+
+async def _create_topics(broker, context, request):
     known_configs = set(broker.config.log_config_defaults())
     results, plans = [], []
     seen = set()
@@ -51,5 +63,9 @@ async def handle(broker, context, request):
                               replication_factor=len(partitions[0].replicas), configs=configs))
         plans.extend(plan)
     if plans and not request.validate_only:
-        broker.commit(plans)
+        error = await broker.submit(plans)
+        if error is not None:  # not committed (this controller lost or lacks leadership): nothing was created
+            for result in results:
+                if result.error_code == ErrorCode.NONE:
+                    result.error_code, result.error_message = error, "The metadata change was not committed."
     return CreateTopicsResponse(topics=results)

@@ -19,13 +19,13 @@ async def handle(broker, context, request):
     if request.endpoint_type != BROKER_ENDPOINT:
         return _endpoint_error(request.endpoint_type, context.api_version)
     image = broker.image
-    broker_ids = sorted(b.node_id for b in image.brokers)
+    broker_ids = sorted(b.node_id for b in image.live_brokers)
     # Clients cannot talk to a KRaft controller, so, as Kafka does, name a broker when the controller is not one.
     controller_id = image.controller_id if image.controller_id in broker_ids else (broker_ids[0] if broker_ids else -1)
     return DescribeClusterResponse(
         cluster_id=image.cluster_id,
         controller_id=controller_id,
-        brokers=[BrokerResult(broker_id=b.node_id, host=b.host, port=b.port, rack=b.rack) for b in image.brokers],
+        brokers=[BrokerResult(broker_id=b.node_id, host=b.host, port=b.port, rack=b.rack) for b in image.live_brokers],
         cluster_authorized_operations=CLUSTER_OPERATIONS if request.include_cluster_authorized_operations else OPERATIONS_NOT_ASKED,
     )
 

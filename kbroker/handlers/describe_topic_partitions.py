@@ -25,7 +25,7 @@ async def handle(broker, context, request):
     names = sorted(n for n in (image.topics if everything else {t.name for t in request.topics}) if n >= first_name)
     if cursor is not None and (cursor.partition_index < 0 or (not everything and cursor.topic_name not in names)):
         return Response(topics=[Topic(name=t.name, error_code=ErrorCode.INVALID_REQUEST, topic_id=ZERO_UUID, partitions=[]) for t in request.topics])
-    live = {b.node_id for b in image.brokers}
+    live = {b.node_id for b in image.live_brokers}
     remaining = max(min(MAX_PARTITIONS_PER_RESPONSE, request.response_partition_limit), 1)
     response = Response(topics=[], next_cursor=None)
     for name in names:

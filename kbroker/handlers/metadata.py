@@ -73,7 +73,7 @@ async def handle(broker, context, request):
             else:
                 topics.append(_topic(topic))
     return MetadataResponse(
-        brokers=[Broker(node_id=b.node_id, host=b.host, port=b.port, rack=b.rack) for b in image.brokers],
+        brokers=[Broker(node_id=b.node_id, host=b.host, port=b.port, rack=b.rack) for b in image.live_brokers],
         cluster_id=image.cluster_id,
         controller_id=image.controller_id,
         topics=topics,

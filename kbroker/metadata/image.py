@@ -19,6 +19,8 @@ class BrokerEndpoint:
     host: str
     port: int
     rack: str | None = None
+    epoch: int = 0  # the broker epoch its registration got
+    fenced: bool = False  # registered but not (or no longer) serving: no leadership, not in Metadata
 
 
 @dataclass(frozen=True)
@@ -28,6 +30,7 @@ class PartitionState:
     leader_epoch: int
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
+    partition_epoch: int = 0  # bumps with every change of the partition's leader, ISR or replicas
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,11 @@ class MetadataImage:
     version: int = 0  # bumps with every applied change; caches key on it
     next_producer_id: int = 0  # the first id of the next producer-id block to hand out
 
+    @property
+    def live_brokers(self) -> tuple[BrokerEndpoint, ...]:
+        """The brokers that serve: registered and not fenced."""
+        return tuple(broker for broker in self.brokers if not broker.fenced)
+
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicImage | None:
         for topic in self.topics.values():
             if topic.topic_id == topic_id:
@@ -69,7 +77,8 @@ def apply_record(image: MetadataImage, record) -> MetadataImage:
     elif isinstance(record, records.PartitionRecord):
         topic = _topic_by_id(topics, record.topic_id)
         partition = PartitionState(
-            record.partition_id, record.leader, record.leader_epoch, tuple(record.replicas), tuple(record.isr)
+            record.partition_id, record.leader, record.leader_epoch, tuple(record.replicas), tuple(record.isr),
+            max(record.partition_epoch, 0),
         )
         if record.partition_id == len(topic.partitions):  # the next one, as topics are created and grown
             partitions = topic.partitions + (partition,)
@@ -85,6 +94,29 @@ def apply_record(image: MetadataImage, record) -> MetadataImage:
         else:
             configs[record.name] = record.value
         topics = {**topics, topic.name: replace(topic, configs=configs)}
+    elif isinstance(record, records.PartitionChangeRecord):
+        topic = _topic_by_id(topics, record.topic_id)
+        old = topic.partitions[record.partition_id]
+        leader = old.leader if record.leader == -2 else record.leader
+        partition = replace(
+            old, leader=leader, leader_epoch=old.leader_epoch + (leader != old.leader),
+            isr=old.isr if record.isr is None else tuple(record.isr),
+            replicas=old.replicas if record.replicas is None else tuple(record.replicas),
+            partition_epoch=old.partition_epoch + 1)
+        partitions = tuple(partition if p.partition == record.partition_id else p for p in topic.partitions)
+        topics = {**topics, topic.name: replace(topic, partitions=partitions)}
+    elif isinstance(record, records.RegisterBrokerRecord):
+        endpoint = record.end_points[0]
+        broker = BrokerEndpoint(record.broker_id, endpoint.host, endpoint.port, record.rack, record.broker_epoch,
+                                record.fenced)
+        brokers = tuple(sorted((*(b for b in image.brokers if b.node_id != record.broker_id), broker),
+                               key=lambda b: b.node_id))
+        return replace(image, brokers=brokers, version=image.version + 1)
+    elif isinstance(record, (records.FenceBrokerRecord, records.UnfenceBrokerRecord)):
+        fenced = isinstance(record, records.FenceBrokerRecord)
+        brokers = tuple(replace(b, fenced=fenced) if b.node_id == record.id and b.epoch == record.epoch else b
+                        for b in image.brokers)
+        return replace(image, brokers=brokers, version=image.version + 1)
     elif isinstance(record, records.ProducerIdsRecord):
         return replace(image, next_producer_id=record.next_producer_id, version=image.version + 1)
     elif isinstance(record, records.RemoveTopicRecord):
