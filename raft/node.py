@@ -543,9 +543,9 @@ class RaftNode:
         return len(granted & self.voters) * 2 > len(self.voters)
 
     def _fetch_deadline(self, now_ms: int) -> int:
-        """When a silent leader is given up; at random within an election timeout past the fetch
+        """When a silent leader is given up; at random within half an election timeout past the fetch
         timeout, so that the followers of a dead leader do not all campaign at once and split the vote."""
-        return now_ms + self.config.fetch_timeout_ms + self.random.randrange(self.config.election_timeout_ms)
+        return now_ms + self.config.fetch_timeout_ms + self.random.randrange(self.config.election_timeout_ms // 2 + 1)
 
     def _election_deadline(self, now_ms: int) -> int:
         timeout = self.config.election_timeout_ms

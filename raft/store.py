@@ -22,18 +22,16 @@ from __future__ import annotations
 
 import json
 import os
-import struct
 
 from log.checkpoint import fsync_file_and_directory
 from log.config import LogConfig
 from log.partition_log import Log
+from raft.codec import batches_to_entries, entries_to_batches
 from raft.messages import Entry, Ready, Snapshot, SnapshotId
-from raft.node import LEADER_CHANGE
-from wire.records import Record, build_batch, decode_records, iter_batches
+from wire.records import iter_batches
 
 QUORUM_STATE = "quorum-state"
 SNAPSHOT_SUFFIX = ".checkpoint"
-_LEADER_CHANGE_KEY = struct.pack(">hh", 0, 2)  # control record: version 0, type 2 (LEADER_CHANGE)
 _READ_BYTES = 4 * 1024 * 1024
 
 
@@ -67,20 +65,12 @@ class RaftStore:
     def read(self, start: int, stop: int) -> list[Entry]:
         """The entries at offsets ``start`` up to ``stop``, from the log."""
         entries: list[Entry] = []
-        offset = start
-        while offset < stop:
-            data = self.log.read_bytes(offset, _READ_BYTES)
-            if not data:
+        while start + len(entries) < stop:
+            data = self.log.read_bytes(start + len(entries), _READ_BYTES)
+            more = batches_to_entries(data, start + len(entries), stop) if data else []
+            if not more:
                 break
-            for position, header in iter_batches(data, allow_partial_tail=True):
-                _, records = decode_records(data, position)
-                for record in records:
-                    record_offset = header.base_offset + record.offset_delta
-                    if offset <= record_offset < stop:
-                        value = LEADER_CHANGE if header.is_control else record.value
-                        entries.append(Entry(header.partition_leader_epoch, value))
-                        offset = record_offset + 1
-                offset = max(offset, header.last_offset + 1)
+            entries += more
         return entries
 
     def _epoch_before(self, offset: int) -> int | None:
@@ -164,29 +154,11 @@ class RaftStore:
             self._append(kept)
 
     def _append(self, entries: list[Entry]) -> None:
-        """Each run of entries of one epoch (a LEADER_CHANGE alone) as one batch at the log's end."""
-        offset = self.log.log_end_offset
-        run: list[Entry] = []
-        for entry in entries + [None]:
-            if run and (entry is None or entry.epoch != run[0].epoch or entry.data is LEADER_CHANGE
-                        or run[0].data is LEADER_CHANGE):
-                self.log.append(bytearray(_batch(run, offset)), assign_offsets=False, origin="replication")
-                offset += len(run)
-                run = []
-            if entry is not None:
-                run.append(entry)
+        batches = entries_to_batches(entries, self.log.log_end_offset)
+        self.log.append(bytearray(batches), assign_offsets=False, origin="replication")
 
     def close(self) -> None:
         self.log.close()
-
-
-def _batch(entries: list[Entry], base_offset: int) -> bytes:
-    epoch = entries[0].epoch
-    if entries[0].data is LEADER_CHANGE:
-        return build_batch([Record(key=_LEADER_CHANGE_KEY, value=b"")], base_offset=base_offset, control=True,
-                           partition_leader_epoch=epoch)
-    records = [Record(offset_delta=i, value=entry.data) for i, entry in enumerate(entries)]
-    return build_batch(records, base_offset=base_offset, partition_leader_epoch=epoch)
 
 
 def _write_durably(path: str, data: bytes) -> None:
