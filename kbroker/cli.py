@@ -32,16 +32,19 @@ def parse_arguments(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-async def serve(broker, started_at: float) -> None:
+async def serve(server, started_at: float, data_dir: str) -> None:
+    """Run a broker or a controller until SIGINT or SIGTERM; a controller hands its leadership over first."""
     import trio
 
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:
-            host, port = await nursery.start(broker.run)
+            host, port = await nursery.start(server.run)
             elapsed_ms = (time.perf_counter() - started_at) * 1000 + _interpreter_start_ms()
-            logger.info("kbroker %s ready on %s:%d in %.0f ms (data in %s)", __version__, host, port, elapsed_ms, broker.settings.data_dir)
+            logger.info("kbroker %s ready on %s:%d in %.0f ms (data in %s)", __version__, host, port, elapsed_ms, data_dir)
             async for signum in signals:
                 logger.info("stopping on %s", signal.Signals(signum).name)
+                if hasattr(server, "shutdown"):
+                    await server.shutdown()
                 nursery.cancel_scope.cancel()
                 break
 
@@ -69,7 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as error:
         print(f"kbroker: {error}", file=sys.stderr)
         return 2
-    endpoint = config.client_endpoint
+    controller_only = "broker" not in config.process_roles
+    endpoint = config.controller_endpoints[0] if controller_only else config.client_endpoint
     try:
         sockets = bind_listeners(endpoint.host, endpoint.port)
     except OSError as error:
@@ -77,10 +81,17 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     import trio  # the slow imports come after the port is open (kbroker/listen.py says why)
 
+    if controller_only:
+        from kbroker.controller.controller import Controller
+
+        controller = Controller(config, sockets=tuple(sockets))
+        trio.run(serve, controller, started_at, config.get("log.dirs")[0])
+        logger.info("stopped")
+        return 0
     from kbroker.broker import Broker, settings_from_config
 
     settings = dataclasses.replace(settings_from_config(config), sockets=tuple(sockets))
-    trio.run(serve, Broker(settings, config), started_at)
+    trio.run(serve, Broker(settings, config), started_at, settings.data_dir)
     logger.info("stopped")
     return 0
 
