@@ -26,7 +26,6 @@ from __future__ import annotations
 import logging
 import math
 import random
-import struct
 import time
 from dataclasses import dataclass
 
@@ -38,7 +37,7 @@ from raft.messages import (FetchRequest, FetchResponse, FetchSnapshotRequest, Fe
 from raft.node import LEADER_CHANGE, Leader, RaftConfig, RaftNode
 from raft.store import RaftStore
 from wire import DecodeError
-from wire.frame import decode_response, encode_request
+from wire.frame import decode_response, encode_request, read_frame
 
 logger = logging.getLogger("kbroker.raft")
 
@@ -265,7 +264,7 @@ class RaftDriver:
                     if stream is None:
                         stream = await trio.open_tcp_stream(host, port)
                     await stream.send_all(frame)
-                    body = await _read_frame(stream)
+                    body = await read_frame(stream)
                 _, response = decode_response(key, version, body)
             except (OSError, trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError, DecodeError,
                     EOFError) as error:
@@ -296,12 +295,3 @@ def _finish(slot: _Slot, value) -> None:
     slot.value = value
     slot.done.set()
 
-
-async def _read_frame(stream: trio.SocketStream) -> bytes:
-    data = bytearray()
-    while len(data) < 4 or len(data) < 4 + struct.unpack_from(">i", data)[0]:
-        chunk = await stream.receive_some(1 << 20)
-        if not chunk:
-            raise EOFError("connection closed")
-        data += chunk
-    return bytes(data[4:])

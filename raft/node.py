@@ -320,9 +320,12 @@ class RaftNode:
     def _on_vote_response(self, source: int, response: VoteResponse, now_ms: int, ready: Ready) -> None:
         role = self.role
         if response.pre_vote:
-            if isinstance(role, Prospective) and response.epoch <= self.epoch:
-                role.answered.add(source)
+            if isinstance(role, Prospective) and response.epoch <= self.epoch and not response.granted:
+                # A pre-vote changes nothing at the voter, so a refusal is asked again soon: the voter
+                # may only have heard from the lost leader a little more recently than this node.
+                role.next_request = min(role.next_request, now_ms + self.config.election_timeout_ms // 10)
             if isinstance(role, Prospective) and response.epoch <= self.epoch and response.granted:
+                role.answered.add(source)
                 role.granted.add(source)
                 if self._is_majority(role.granted):
                     self._become_candidate(now_ms, ready)

@@ -204,3 +204,15 @@ def decode_response(api_key: int, api_version: int, frame_body) -> tuple[int, ob
         _, pos = _read_unknown_tags(view, pos)
     return correlation_id, api.decode_response(api_version, view[pos:])
 
+
+
+async def read_frame(stream) -> bytes:
+    """The body of the next whole frame (after its size) from a stream with ``receive_some``
+    (a trio stream); EOFError if the connection closes first."""
+    data = bytearray()
+    while len(data) < 4 or len(data) < 4 + _SIZE.unpack_from(data)[0]:
+        chunk = await stream.receive_some(1 << 20)
+        if not chunk:
+            raise EOFError("connection closed")
+        data += chunk
+    return bytes(data[4:])
