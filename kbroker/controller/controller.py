@@ -15,6 +15,7 @@ import uuid
 import trio
 
 from kbroker.config import BrokerConfig
+from kbroker.controller import brokers
 from kbroker.controller.handlers import CONTROLLER_HANDLERS, controller_api_versions
 from kbroker.controller.state import MetadataState, encode_change
 from kbroker.server import Server, ServerLimits
@@ -64,7 +65,8 @@ class Controller:
                                  config=raft_config(config),
                                  snapshot_bytes=config.get("metadata.log.max.record.bytes.between.snapshots"))
         self.server = Server(self, limits, handlers=CONTROLLER_HANDLERS, api_versions=controller_api_versions)
-        self.write_lock = trio.Lock()
+        self.write_lock = trio.Lock()  # changes are planned against the image and committed one at a time
+        self.leases = brokers.BrokerLeases(config.get("broker.session.timeout.ms"))
 
     @property
     def image(self):
@@ -86,10 +88,77 @@ class Controller:
             return ErrorCode.NOT_CONTROLLER
         return None
 
+    # -- broker membership (kbroker/controller/brokers.py) ----------------------------------------------
+
+    async def register_broker(self, request) -> tuple[int, int]:
+        """BrokerRegistration: (error code, broker epoch)."""
+        if request.cluster_id != self.cluster_id:
+            return ErrorCode.INCONSISTENT_CLUSTER_ID, -1
+        listener = next(iter(request.listeners or ()), None)
+        if listener is None:
+            return ErrorCode.INVALID_REQUEST, -1
+        async with self.write_lock:
+            if not self.is_active:
+                return ErrorCode.NOT_CONTROLLER, -1
+            broker_epoch = self.driver.node.end_offset  # the offset the registration lands at
+            change = brokers.registration_records(request.broker_id, broker_epoch, listener.host, listener.port,
+                                                  request.rack, request.incarnation_id, self.image)
+            error = await self.submit(change)
+        if error is not None:
+            return error, -1
+        self.leases.renew(request.broker_id, self.driver.now_ms())
+        return ErrorCode.NONE, broker_epoch
+
+    async def broker_heartbeat(self, request) -> dict:
+        """BrokerHeartbeat: the response's fields. Unfences a caught-up broker; fences one shutting down."""
+        answer = {"error_code": ErrorCode.NONE, "is_caught_up": False, "is_fenced": True, "should_shut_down": False}
+        async with self.write_lock:
+            if not self.is_active:
+                return {**answer, "error_code": ErrorCode.NOT_CONTROLLER}
+            self.leases.start(self.driver.node.epoch, self.image, self.driver.now_ms())
+            broker = brokers.broker_by_id(self.image, request.broker_id)
+            if broker is None:
+                return {**answer, "error_code": ErrorCode.BROKER_ID_NOT_REGISTERED}
+            if broker.epoch != request.broker_epoch:
+                return {**answer, "error_code": ErrorCode.STALE_BROKER_EPOCH}
+            self.leases.renew(broker.node_id, self.driver.now_ms())
+            caught_up = request.current_metadata_offset >= broker.epoch
+            change = []
+            if request.want_shut_down or request.want_fence:
+                if not broker.fenced:
+                    change = brokers.fence_records(self.image, broker)
+            elif broker.fenced and caught_up:
+                change = brokers.unfence_records(self.image, broker)
+            if change:
+                error = await self.submit(change)
+                if error is not None:
+                    return {**answer, "error_code": error}
+            fenced = bool(request.want_shut_down or request.want_fence or not caught_up)
+            return {**answer, "is_caught_up": caught_up, "is_fenced": fenced,
+                    "should_shut_down": bool(request.want_shut_down)}
+
+    async def _fence_expired_brokers(self) -> None:
+        """On the active controller: fence each broker whose session ran out."""
+        while True:
+            await trio.sleep(min(self.leases.session_timeout_ms / 4, 250) / 1000)
+            if not self.is_active:
+                continue
+            async with self.write_lock:
+                if not self.is_active:
+                    continue
+                now = self.driver.now_ms()
+                self.leases.start(self.driver.node.epoch, self.image, now)
+                for broker in self.leases.expired(self.image, now):
+                    logger.info("fencing broker %d: no heartbeat for %d ms", broker.node_id,
+                                self.leases.session_timeout_ms)
+                    if await self.submit(brokers.fence_records(self.image, broker)) is not None:
+                        break
+
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         try:
             async with trio.open_nursery() as nursery:
                 await nursery.start(self.driver.run)
+                nursery.start_soon(self._fence_expired_brokers)
                 listeners = await nursery.start(self.server.serve, self.host, self.port, self.sockets)
                 host, port = listeners[0].socket.getsockname()[:2]
                 task_status.started((host, port))

@@ -1,0 +1,131 @@
+"""kbroker processes forming a controller quorum on loopback: controllers only, or combined
+broker+controller nodes. Each logs to a file beside its data (a pipe nobody reads would
+fill and stall it); a test ends only the processes it started, by their PIDs."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from compat_tests import raw_client
+from compat_tests.broker_process import BrokerProcess, free_port
+from wire.schema import API_BY_NAME
+
+DescribeQuorumRequest = API_BY_NAME["DescribeQuorum"].request_class
+
+QUICK_QUORUM = ("controller.quorum.election.timeout.ms=1000", "controller.quorum.fetch.timeout.ms=1000",
+                "controller.quorum.request.timeout.ms=1000", "broker.heartbeat.interval.ms=200",
+                "broker.session.timeout.ms=3000")
+
+
+class QuorumNode(BrokerProcess):
+    """One node; ``kill`` (SIGKILL) and ``stop`` (SIGTERM: controlled shutdown, leadership handed
+    over) as for a lone broker."""
+
+    def __init__(self, node_id: int, directory: Path, controller_port: int, client_port: int | None,
+                 overrides: tuple[str, ...]) -> None:
+        self.node_id = node_id
+        self.directory = directory
+        self.data_dir = directory / "data"
+        self.log_path = directory / "kbroker.log"
+        self.controller_port = controller_port
+        self.client_port = client_port  # None: a controller only
+        self.overrides = overrides
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.client_port}"
+
+    def start(self, voters: str, timeout_s: float = 30) -> None:
+        listeners = f"CONTROLLER://127.0.0.1:{self.controller_port}"
+        roles = "controller"
+        if self.client_port is not None:
+            listeners = f"PLAINTEXT://127.0.0.1:{self.client_port},{listeners}"
+            roles = "broker,controller"
+        settings = [f"process.roles={roles}", f"node.id={self.node_id}", f"listeners={listeners}",
+                    "controller.listener.names=CONTROLLER", f"controller.quorum.voters={voters}",
+                    f"log.dirs={self.data_dir}", *self.overrides]
+        command = [sys.executable, "-m", "kbroker.cli", *(part for s in settings for part in ("--override", s))]
+        self.directory.mkdir(parents=True, exist_ok=True)
+        start = self.log_path.stat().st_size if self.log_path.exists() else 0
+        with open(self.log_path, "a") as log:
+            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, text=True)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            with open(self.log_path) as log:
+                log.seek(start)
+                if "ready on" in log.read():
+                    return
+            if self.process.poll() is not None:
+                break
+            time.sleep(0.05)
+        self.kill()
+        raise RuntimeError(f"node {self.node_id} did not start: {self.log_tail()}")
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def log_tail(self, lines: int = 40) -> str:
+        return "".join(open(self.log_path).readlines()[-lines:]) if self.log_path.exists() else ""
+
+    def call(self, api_name: str, version: int, body, timeout_s: float = 5):
+        """A request to this node's controller listener."""
+        return raw_client.call(self.controller_port, api_name, version, body, timeout_s=timeout_s)
+
+
+class Quorum:
+    """``count`` nodes; ``combined``: each also a broker with a client listener."""
+
+    def __init__(self, root: Path, count: int = 3, *, combined: bool = False, overrides: tuple[str, ...] = ()) -> None:
+        self.nodes = [QuorumNode(i, root / f"node{i}", free_port(), free_port() if combined else None,
+                                 QUICK_QUORUM + tuple(overrides)) for i in range(1, count + 1)]
+        self.voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in self.nodes)
+
+    def start(self) -> None:
+        for node in self.nodes:
+            node.start(self.voters)
+
+    def node(self, node_id: int) -> QuorumNode:
+        return self.nodes[node_id - 1]
+
+    def close(self) -> None:
+        for node in self.nodes:
+            node.kill()
+
+    def describe(self, node: QuorumNode):
+        """DescribeQuorum's partition at ``node`` (a NOT_LEADER_OR_FOLLOWER one names the leader)."""
+        request = DescribeQuorumRequest(topics=[DescribeQuorumRequest.TopicData(
+            topic_name="__cluster_metadata", partitions=[DescribeQuorumRequest.TopicData.PartitionData(partition_index=0)])])
+        return node.call("DescribeQuorum", 1, request).topics[0].partitions[0]
+
+    def leader(self, timeout_s: float = 15, among=None) -> QuorumNode:
+        """The node that says it leads the quorum, asked of the running nodes (bounded in time)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            for node in among or self.nodes:
+                if not node.running:
+                    continue
+                try:
+                    partition = self.describe(node)
+                except OSError:
+                    continue
+                if partition.error_code == 0 and partition.leader_id == node.node_id:
+                    return node
+            time.sleep(0.05)
+        raise AssertionError("no quorum leader: " + " | ".join(n.log_tail(5) for n in self.nodes))
+
+
+
+def until(condition, timeout_s: float, what: str):
+    """``condition()``'s first true value, asked every 50 ms for at most ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
