@@ -1,8 +1,12 @@
 """One broker process: its metadata image, its logs and its listeners.
 
-In this first step the broker is a single node that is also its own
-controller: the image holds just this broker and grows topics as they are
-created. The metadata log and the handlers that write it come next.
+Its metadata comes one of two ways. Alone (no ``controller.quorum.voters``), the
+broker is its own controller: it plans each change and commits it to its
+embedded metadata log. In a quorum-run cluster it is one process of a combined
+``broker,controller`` node: its image is what the local voter of the quorum has
+applied, it registers and heartbeats with the active controller
+(kbroker/lifecycle.py), and the admin requests that change metadata are
+forwarded to the active controller, which plans them against the whole truth.
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ from dataclasses import dataclass, replace
 import trio
 
 from kbroker.config import BrokerConfig
+from kbroker.controller.channel import ControllerChannel, ControllerUnavailable
+from kbroker.lifecycle import BrokerLifecycle
 from kbroker.flusher import Flusher
 from kbroker.group.shell import GroupShell
 from kbroker.log_maintenance import LogMaintenance
@@ -24,12 +30,15 @@ from kbroker.metadata.metadata_log import MetadataLog
 from kbroker.replica import Partition
 from kbroker.producer_ids import ProducerIdBlock
 from kbroker.server import Server, ServerLimits
-from kbroker.topics import topic_log_config
+from kbroker.topics import TopicError, TopicRequest, plan_topic, topic_log_config
 from log.checkpoint import fsync_file_and_directory, kafka_uuid_string
 from log.manager import LogManager
 from log.segment import SegmentSettings
+from wire.errors import ErrorCode
+from wire.schema import API_BY_KEY, API_BY_NAME
 
 logger = logging.getLogger("kbroker.broker")
+CreateTopicsRequest = API_BY_NAME["CreateTopics"].request_class
 
 
 @dataclass(frozen=True)
@@ -65,14 +74,28 @@ def settings_from_config(config: BrokerConfig) -> BrokerSettings:
 
 
 class Broker:
-    def __init__(self, settings: BrokerSettings, config: BrokerConfig | None = None) -> None:
+    def __init__(self, settings: BrokerSettings, config: BrokerConfig | None = None, controller=None) -> None:
         self.settings = settings
+        self.node_id = settings.node_id
         self.config = config or BrokerConfig.load()
         self.log_defaults = self.config.log_config()
         self.logs = LogManager(settings.data_dir)
-        self.cluster_id = _cluster_id(settings.data_dir, settings.node_id)
-        self.metadata_log = MetadataLog(settings.data_dir)
-        self.image = self.metadata_log.replay(MetadataImage(cluster_id=self.cluster_id, controller_id=settings.node_id))
+        self.controller = controller  # this process's voter of the metadata quorum, or None (embedded)
+        self.lifecycle = None
+        if controller is None:
+            self.cluster_id = _cluster_id(settings.data_dir, settings.node_id)
+            self.metadata_log = MetadataLog(settings.data_dir)
+            self.image = self.metadata_log.replay(MetadataImage(cluster_id=self.cluster_id,
+                                                                controller_id=settings.node_id))
+        else:
+            self.cluster_id = controller.cluster_id
+            self.metadata_log = None
+            self.image = self._view(controller.image)
+            controller.state.on_change = self._metadata_applied
+            voters = {voter.node_id: (voter.host, voter.port) for voter in self.config.quorum_voters}
+            channel = ControllerChannel(f"broker-{self.node_id}", voters, lambda: controller.driver.node.leader,
+                                        request_timeout_s=self.config.get("controller.quorum.request.timeout.ms") / 1000)
+            self.lifecycle = BrokerLifecycle(self, channel, interval_ms=self.config.get("broker.heartbeat.interval.ms"))
         self.server = Server(self, settings.limits)
         self.port: int | None = None
         self._partitions: dict[tuple[str, int], Partition] = {}
@@ -85,10 +108,79 @@ class Broker:
         for topic in self.image.topics.values():
             self._open_logs(topic)
 
+    @property
+    def metadata_offset(self) -> int:
+        """The offset of the last metadata change this broker has applied (heartbeats report it)."""
+        return self.controller.state.applied_offset if self.controller is not None else -1
+
+    def leads(self, topic, index: int) -> bool:
+        """Whether this broker leads partition ``index`` of ``topic`` (a TopicImage): produce and fetch go here."""
+        return topic.partitions[index].leader == self.node_id
+
+    async def forward(self, context, request):
+        """Send an admin request to the active controller and answer with its response (quorum mode)."""
+        api_name = API_BY_KEY[context.header.api_key].name
+        return await self.lifecycle.channel.call(api_name, context.api_version, request,
+                                                 not_controller=_every_result_not_controller)
+
+    async def await_topics(self, names: set[str], timeout_s: float) -> None:
+        """Wait (bounded) until this broker's image has ``names``: a client that created a topic here
+        finds it here next."""
+        with trio.move_on_after(min(timeout_s, 30)):
+            while not names <= self.image.topics.keys():
+                await trio.sleep(0.01)
+
+    def create_topics_soon(self, wanted: list[TopicRequest]) -> None:
+        """Auto-creation (a Metadata request, an internal topic). Alone, the topics are made now; in a
+        quorum the active controller is asked in the background, and the caller answers as Kafka's
+        brokers do meanwhile (the topic is not there yet; the client asks again)."""
+        if self.controller is None:
+            plans = []
+            for request in wanted:
+                try:
+                    plans.extend(plan_topic(self.image, request, default_partitions=self.config.num_partitions,
+                                            default_replication=self.config.default_replication_factor,
+                                            known_configs=set(request.configs)))
+                except TopicError:
+                    continue  # an invalid name: the caller reports the topic unknown, as Kafka does
+            if plans:
+                self.commit(plans)
+            return
+        body = CreateTopicsRequest(timeout_ms=30_000, validate_only=False, topics=[
+            CreateTopicsRequest.CreatableTopic(
+                name=request.name, num_partitions=request.num_partitions,
+                replication_factor=request.replication_factor, assignments=[],
+                configs=[CreateTopicsRequest.CreatableTopic.CreatableTopicConfig(name=name, value=value)
+                         for name, value in request.configs.items()])
+            for request in wanted])
+        self._nursery.start_soon(self._create_in_background, body)
+
+    async def _create_in_background(self, body) -> None:
+        try:
+            await self.lifecycle.channel.call("CreateTopics", 7, body, not_controller=_every_result_not_controller)
+        except ControllerUnavailable as error:
+            logger.warning("could not auto-create %s: %s", [t.name for t in body.topics], error)
+
     def commit(self, records: list) -> None:
         """Make a metadata change durable, then show it: the new image and its logs."""
+        if self.metadata_log is None:
+            raise RuntimeError("a broker in a controller quorum changes metadata through the active controller")
         before = self.image
         self.image = self.metadata_log.commit(self.image, records)
+        self._image_changed(before)
+
+    def _view(self, image: MetadataImage) -> MetadataImage:
+        """The quorum's image as this broker serves it: clients see it as their controller, as KRaft
+        brokers show themselves (admin requests are forwarded from here)."""
+        return replace(image, controller_id=self.node_id)
+
+    def _metadata_applied(self, before: MetadataImage, after: MetadataImage) -> None:
+        previous = self.image
+        self.image = self._view(after)
+        self._image_changed(previous)
+
+    def _image_changed(self, before: MetadataImage) -> None:
+        """Open, reconfigure and delete logs as the image changed from ``before``."""
         for name, topic in self.image.topics.items():
             if before.topics.get(name) is not topic:  # new topics, and new partitions of existing ones
                 self._open_logs(topic)
@@ -128,6 +220,8 @@ class Broker:
         config = topic_log_config(self.log_defaults, topic.configs)
         running = self._nursery is not None
         for partition in topic.partitions:
+            if self.node_id not in partition.replicas:
+                continue
             self.logs.open(topic.name, partition.partition, config, topic.topic_id, sync_metadata=not running)
         if running:  # new partitions' metadata files are fsynced together, off the event loop
             self._nursery.start_soon(trio.to_thread.run_sync, _fsync_all, self.logs.take_unsynced_metadata())
@@ -139,6 +233,8 @@ class Broker:
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
+                if self.controller is not None:
+                    await nursery.start(self.controller.run)
                 await nursery.start(self.groups.run)
                 await nursery.start(self.transactions.run)
                 nursery.start_soon(LogMaintenance(self.logs, self.config).run)
@@ -147,12 +243,31 @@ class Broker:
                 endpoint = BrokerEndpoint(
                     settings.node_id, settings.advertised_host or settings.host, settings.advertised_port or self.port
                 )
-                self.image = replace(self.image, brokers=(endpoint,), version=self.image.version + 1)
+                if self.lifecycle is not None:
+                    nursery.start_soon(self.lifecycle.run, (endpoint.host, endpoint.port), self.config.get("broker.rack"))
+                else:
+                    self.image = replace(self.image, brokers=(endpoint,), version=self.image.version + 1)
                 task_status.started((endpoint.host, endpoint.port))
         finally:
             self.flusher.stop()
             self.logs.close()
-            self.metadata_log.close()
+            if self.metadata_log is not None:
+                self.metadata_log.close()
+
+    async def shutdown(self) -> None:
+        """Stop in order: in a quorum, give up partition leaderships, then the quorum's leadership."""
+        if self.lifecycle is not None:
+            await self.lifecycle.shut_down()
+        if self.controller is not None:
+            await self.controller.shutdown()
+
+
+def _every_result_not_controller(response) -> bool:
+    """A forwarded admin response to retry at another controller: it, or each of its results, says NOT_CONTROLLER."""
+    if getattr(response, "error_code", None) == ErrorCode.NOT_CONTROLLER:
+        return True
+    codes = [result.error_code for field in ("topics", "results", "responses") for result in getattr(response, field, None) or ()]
+    return bool(codes) and all(code == ErrorCode.NOT_CONTROLLER for code in codes)
 
 
 def _fsync_all(paths: list[str]) -> None:

@@ -72,26 +72,34 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as error:
         print(f"kbroker: {error}", file=sys.stderr)
         return 2
-    controller_only = "broker" not in config.process_roles
-    endpoint = config.controller_endpoints[0] if controller_only else config.client_endpoint
-    try:
-        sockets = bind_listeners(endpoint.host, endpoint.port)
-    except OSError as error:
-        print(f"kbroker: cannot listen on {endpoint.host or '*'}:{endpoint.port}: {error}", file=sys.stderr)
-        return 1
-    import trio  # the slow imports come after the port is open (kbroker/listen.py says why)
+    roles = set(config.process_roles)
+    in_quorum = "controller" in roles and not config.is_embedded_quorum
+    endpoints = {"controller": config.controller_endpoints[0] if in_quorum else None,
+                 "broker": config.client_endpoint if "broker" in roles else None}
+    sockets = {}
+    for role, endpoint in endpoints.items():
+        if endpoint is None:
+            continue
+        try:
+            sockets[role] = tuple(bind_listeners(endpoint.host, endpoint.port))
+        except OSError as error:
+            print(f"kbroker: cannot listen on {endpoint.host or '*'}:{endpoint.port}: {error}", file=sys.stderr)
+            return 1
+    import trio  # the slow imports come after the ports are open (kbroker/listen.py says why)
 
-    if controller_only:
+    controller = None
+    if in_quorum:
         from kbroker.controller.controller import Controller
 
-        controller = Controller(config, sockets=tuple(sockets))
+        controller = Controller(config, sockets=sockets["controller"])
+    if "broker" not in roles:
         trio.run(serve, controller, started_at, config.get("log.dirs")[0])
         logger.info("stopped")
         return 0
     from kbroker.broker import Broker, settings_from_config
 
-    settings = dataclasses.replace(settings_from_config(config), sockets=tuple(sockets))
-    trio.run(serve, Broker(settings, config), started_at, settings.data_dir)
+    settings = dataclasses.replace(settings_from_config(config), sockets=sockets["broker"])
+    trio.run(serve, Broker(settings, config, controller=controller), started_at, settings.data_dir)
     logger.info("stopped")
     return 0
 

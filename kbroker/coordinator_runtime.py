@@ -123,12 +123,14 @@ class CoordinatorRuntime:
             return
         request = self.topic_request()
         try:
-            plans = plan_topic(broker.image, request, default_partitions=broker.config.num_partitions,
-                               default_replication=broker.config.default_replication_factor,
-                               known_configs=set(request.configs))
+            plan_topic(broker.image, request, default_partitions=broker.config.num_partitions,
+                       default_replication=broker.config.default_replication_factor,
+                       known_configs=set(request.configs))
         except TopicError as error:
             raise CoordinatorError(error.error_code, str(error)) from None
-        broker.commit(plans)
+        broker.create_topics_soon([request])
+        if self.topic not in broker.image.topics:  # asked of the active controller: the client retries
+            raise CoordinatorError(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{self.topic} is being created")
         self._load_all()
 
     def _load_all(self) -> None:

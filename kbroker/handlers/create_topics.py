@@ -15,7 +15,12 @@ _CONFIGS_FROM = 5  # v5+ answers with the new topic's configs (KIP-525)
 
 @handlers.handles("CreateTopics", 2, 7)
 async def handle(broker, context, request):
-    return await create_topics(broker, context, request)
+    if broker.controller is None:
+        return await create_topics(broker, context, request)
+    response = await broker.forward(context, request)
+    created = {result.name for result in response.topics if result.error_code == ErrorCode.NONE}
+    await broker.await_topics(created, timeout_s=max(request.timeout_ms, 0) / 1000)
+    return response
 
 
 async def create_topics(broker, context, request):

@@ -23,6 +23,9 @@ async def handle(broker, context, request):
             if topic is None or not 0 <= wanted.partition_index < len(topic.partitions):
                 result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
+            if not broker.leads(topic, wanted.partition_index):
+                result.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                continue
             partition = broker.partition(topic.name, wanted.partition_index)
             result.error_code = _delete_below(partition, wanted.offset)
             if result.error_code == ErrorCode.NONE:

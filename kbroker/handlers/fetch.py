@@ -59,6 +59,9 @@ def _read(broker, request, version):
             if not 0 <= wanted.partition < len(topic.partitions):
                 result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
+            if not broker.leads(topic, wanted.partition):
+                result.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                continue
             partition = broker.partition(topic.name, wanted.partition)
             total += _read_partition(partition, wanted, request, result, max(0, request.max_bytes - total), first=total == 0)
             waitable.append(partition)

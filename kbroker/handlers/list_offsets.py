@@ -24,6 +24,9 @@ async def handle(broker, context, request):
             if topic is None or not 0 <= wanted.partition_index < len(topic.partitions):
                 result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
+            if not broker.leads(topic, wanted.partition_index):
+                result.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                continue
             partition = broker.partition(topic.name, wanted.partition_index)
             # Consumers must not be told about offsets they cannot read yet.
             visible = partition.last_stable_offset if request.isolation_level == READ_COMMITTED else partition.high_watermark

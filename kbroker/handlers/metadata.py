@@ -1,7 +1,7 @@
 """Metadata (3): brokers, controller and topic partitions from the current image."""
 
 from kbroker import handlers
-from kbroker.topics import TopicError, TopicRequest, plan_topic, validate_topic_name
+from kbroker.topics import TopicError, TopicRequest, validate_topic_name
 from wire.errors import ErrorCode
 from wire.primitives import ZERO_UUID
 from wire.schema import API_BY_NAME
@@ -35,18 +35,11 @@ def _auto_create(broker, request) -> None:
     """Create asked-for topics that do not exist, when both the client and auto.create.topics.enable allow it."""
     if not (request.allow_auto_topic_creation and broker.config.auto_create_topics_enable):
         return
-    plans = []
-    for wanted in request.topics:
-        if _by_id(wanted) or wanted.name is None or wanted.name in broker.image.topics or wanted.name.startswith("__"):
-            continue
-        request_for = TopicRequest(wanted.name, -1, -1, {}, {})
-        try:
-            plans.extend(plan_topic(broker.image, request_for, default_partitions=broker.config.num_partitions,
-                                    default_replication=broker.config.default_replication_factor, known_configs=set()))
-        except TopicError:
-            continue  # an invalid name is reported below as unknown, as Kafka does
-    if plans:
-        broker.commit(plans)
+    wanted = [TopicRequest(topic.name, -1, -1, {}, {}) for topic in request.topics
+              if not _by_id(topic) and topic.name is not None and topic.name not in broker.image.topics
+              and not topic.name.startswith("__")]
+    if wanted:
+        broker.create_topics_soon(wanted)
 
 
 @handlers.handles("Metadata", 0, 12)

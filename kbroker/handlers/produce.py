@@ -45,6 +45,8 @@ async def handle(broker, context, request):
                 result.error_code = ErrorCode.INVALID_REQUIRED_ACKS
             elif topic is None or not 0 <= data.index < len(topic.partitions):
                 result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif not broker.leads(topic, data.index):
+                result.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
             else:
                 partition = broker.partition(topic.name, data.index)
                 if version >= _TRANSACTION_VERSION_2_FROM and request.transactional_id:

@@ -1,0 +1,105 @@
+"""A broker's membership in a quorum-run cluster (KIP-631): register, heartbeat, shut down in order.
+
+The broker registers with the active controller and gets its broker epoch; it
+starts fenced. It heartbeats every ``broker.heartbeat.interval.ms`` with the
+metadata offset it has applied, and is unfenced once that reaches its
+registration. A heartbeat refused for a stale epoch or an unknown id means the
+controller forgot this incarnation (its session expired and it re-registered,
+say): it registers again. At shutdown it asks to be fenced first, so that its
+partitions get other leaders before it goes (controlled shutdown).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+
+import trio
+
+from kbroker.controller.channel import ControllerChannel, ControllerUnavailable
+from wire.errors import ErrorCode
+from wire.schema import API_BY_NAME
+
+logger = logging.getLogger("kbroker.lifecycle")
+
+BrokerRegistrationRequest = API_BY_NAME["BrokerRegistration"].request_class
+BrokerHeartbeatRequest = API_BY_NAME["BrokerHeartbeat"].request_class
+_REGISTRATION_VERSION = 0
+_HEARTBEAT_VERSION = 0
+_RE_REGISTER = (ErrorCode.STALE_BROKER_EPOCH, ErrorCode.BROKER_ID_NOT_REGISTERED)
+
+
+class BrokerLifecycle:
+    def __init__(self, broker, channel: ControllerChannel, *, interval_ms: int) -> None:
+        self.broker = broker
+        self.channel = channel
+        self.interval_s = interval_ms / 1000
+        self.incarnation_id = uuid.uuid4()
+        self.broker_epoch = -1
+        self.fenced = True
+        self.registered = trio.Event()
+
+    async def run(self, endpoint: tuple[str, int], rack: str | None) -> None:
+        while True:
+            await self._register(endpoint, rack)
+            while True:
+                error = await self._heartbeat(want_shut_down=False)
+                if error in _RE_REGISTER:
+                    logger.info("re-registering broker %d: heartbeat refused with %s", self.broker.node_id,
+                                ErrorCode(error).name)
+                    break
+                await trio.sleep(self.interval_s)
+
+    async def shut_down(self, deadline_s: float = 2.0) -> None:
+        """Controlled shutdown: heartbeat asking to shut down until the controller agrees (bounded)."""
+        if self.broker_epoch < 0:
+            return
+        with trio.move_on_after(deadline_s):
+            while True:
+                request = self._heartbeat_request(want_shut_down=True)
+                try:
+                    response = await self.channel.call("BrokerHeartbeat", _HEARTBEAT_VERSION, request,
+                                                       deadline_s=deadline_s)
+                except ControllerUnavailable:
+                    return
+                if response.error_code != ErrorCode.NONE or response.should_shut_down:
+                    return
+                await trio.sleep(0.05)
+
+    async def _register(self, endpoint: tuple[str, int], rack: str | None) -> None:
+        listener = BrokerRegistrationRequest.Listener(name="PLAINTEXT", host=endpoint[0], port=endpoint[1],
+                                                      security_protocol=0)
+        request = BrokerRegistrationRequest(broker_id=self.broker.node_id, cluster_id=self.broker.cluster_id,
+                                            incarnation_id=self.incarnation_id, listeners=[listener], features=[],
+                                            rack=rack)
+        while True:
+            try:
+                response = await self.channel.call("BrokerRegistration", _REGISTRATION_VERSION, request)
+            except ControllerUnavailable as error:
+                logger.info("broker %d not registered yet: %s", self.broker.node_id, error)
+                continue
+            if response.error_code == ErrorCode.NONE:
+                self.broker_epoch, self.fenced = response.broker_epoch, True
+                self.registered.set()
+                logger.info("broker %d registered with epoch %d", self.broker.node_id, self.broker_epoch)
+                return
+            logger.warning("broker %d registration refused: %s", self.broker.node_id,
+                           ErrorCode(response.error_code).name)
+            await trio.sleep(self.interval_s)
+
+    async def _heartbeat(self, *, want_shut_down: bool) -> int:
+        try:
+            response = await self.channel.call("BrokerHeartbeat", _HEARTBEAT_VERSION,
+                                               self._heartbeat_request(want_shut_down=want_shut_down))
+        except ControllerUnavailable:
+            return ErrorCode.NOT_CONTROLLER
+        if response.error_code == ErrorCode.NONE:
+            if self.fenced != response.is_fenced:
+                logger.info("broker %d is %s", self.broker.node_id, "fenced" if response.is_fenced else "unfenced")
+            self.fenced = response.is_fenced
+        return response.error_code
+
+    def _heartbeat_request(self, *, want_shut_down: bool):
+        return BrokerHeartbeatRequest(broker_id=self.broker.node_id, broker_epoch=self.broker_epoch,
+                                      current_metadata_offset=self.broker.metadata_offset, want_fence=False,
+                                      want_shut_down=want_shut_down)
