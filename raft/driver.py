@@ -105,11 +105,9 @@ class RaftDriver:
     async def propose(self, data: bytes) -> int:
         """Append ``data`` (one change) and wait until it is committed: its offset. NotLeader if this node
         does not lead, or stopped leading before the change was committed."""
-        offset, epoch = await self._submit(("propose", data))
+        offset, slot = await self._submit(("propose", data))
         if offset is None:
             raise NotLeader(self.node.leader)
-        slot = _Slot(trio.Event())
-        self._waiters.setdefault(offset, []).append((epoch, slot))
         await slot.done.wait()
         if slot.value is not True:
             raise NotLeader(self.node.leader)
@@ -132,7 +130,10 @@ class RaftDriver:
             else:
                 end, fetched = -1, -1
             voters.append((voter, end, fetched))
-        return {"leader": node.leader, "epoch": node.epoch, "high_watermark": node.high_watermark, "voters": voters}
+        observers = [(observer, end, role.last_fetch.get(observer, -1) + to_wall_clock)
+                     for observer, end in sorted(role.observer_end_offsets.items())] if isinstance(role, Leader) else []
+        return {"leader": node.leader, "epoch": node.epoch, "high_watermark": node.high_watermark, "voters": voters,
+                "observers": observers}
 
     # -- the loop ---------------------------------------------------------------------------------------
 
@@ -179,7 +180,10 @@ class RaftDriver:
                 answers.append((slot, _take_answer(ready, source, message)))
             elif kind == "propose":
                 offset, ready = node.propose(item[1], now)
-                answers.append((slot, (offset, node.epoch)))
+                committed = _Slot(trio.Event())  # waited on before this step applies: a quorum of one commits now
+                if offset is not None:
+                    self._waiters.setdefault(offset, []).append((node.epoch, committed))
+                answers.append((slot, (offset, committed)))
             elif kind == "resign":
                 ready = node.resign(now)
                 answers.append((slot, None))

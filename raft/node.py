@@ -88,10 +88,11 @@ class Follower:
 
 @dataclass
 class Leader:
-    end_offsets: dict[int, int]  # voters' (and observers') log end offsets, as their fetches say
+    end_offsets: dict[int, int]  # voters' log end offsets, as their fetches say
     last_fetch: dict[int, int]  # when each replica last fetched
     epoch_start: int  # the offset of this leader's first entry
     next_begin_quorum: int = 0  # when to tell silent voters of this leader again
+    observer_end_offsets: dict[int, int] = field(default_factory=dict)  # for DescribeQuorum only
 
 
 class RaftNode:
@@ -449,6 +450,8 @@ class RaftNode:
         if source in role.end_offsets:
             role.end_offsets[source] = request.fetch_offset
             self._advance_high_watermark(ready)
+        else:
+            role.observer_end_offsets[source] = request.fetch_offset
         entries = tuple(self.entries(request.fetch_offset, request.fetch_offset + self.config.max_fetch_entries))
         ready.send(source, FetchResponse(self.epoch, self.node_id, request.fetch_offset, request.last_fetched_epoch,
                                          self.high_watermark, entries))
