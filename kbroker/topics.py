@@ -79,8 +79,7 @@ def plan_topic(image: MetadataImage, request: TopicRequest, *, default_partition
                 f"Unable to replicate the partition {replication} time(s): The target replication factor of "
                 f"{replication} cannot be reached because only {len(broker_ids)} broker(s) are registered.",
             )
-        ordered = sorted(broker_ids)
-        assignments = {p: [ordered[(p + r) % len(ordered)] for r in range(replication)] for p in range(partitions)}
+        assignments = dict(enumerate(assign_replicas(image.live_brokers, 0, partitions, replication)))
     check_topic_configs(request.configs, known_configs)
 
     topic_id = uuid.uuid4()
@@ -153,9 +152,7 @@ def plan_partitions(image: MetadataImage, name: str, count: int, assignments: li
                 f"Unable to replicate the partition {replication} time(s): The target replication factor of "
                 f"{replication} cannot be reached because only {len(broker_ids)} broker(s) are registered.",
             )
-        assignments = [
-            [broker_ids[(partition + r) % len(broker_ids)] for r in range(replication)] for partition in range(current, count)
-        ]
+        assignments = assign_replicas(image.live_brokers, current, count - current, replication)
     return [
         records.PartitionRecord(
             partition_id=current + i, topic_id=topic.topic_id, replicas=replicas, isr=replicas,
@@ -163,6 +160,38 @@ def plan_partitions(image: MetadataImage, name: str, count: int, assignments: li
         )
         for i, replicas in enumerate(assignments)
     ]
+
+
+def assign_replicas(brokers, first_partition: int, count: int, replication: int) -> list[list[int]]:
+    """Replicas for partitions ``first_partition`` on, ``replication`` brokers each (there are enough).
+
+    Rack-aware as Kafka's placement is (``broker.rack``): brokers are lined up alternating
+    racks, each partition's first replica (its preferred leader) is the next in line, so
+    leaderships spread evenly, and its followers are the brokers after it, taking one from
+    every rack before any rack gets a second. Brokers without a rack count as one rack.
+    """
+    by_rack: dict[str | None, list[int]] = {}
+    for broker in sorted(brokers, key=lambda b: b.node_id):
+        by_rack.setdefault(broker.rack, []).append(broker.node_id)
+    rack_of = {broker.node_id: broker.rack for broker in brokers}
+    lined_up = []
+    for turn in range(max(len(ids) for ids in by_rack.values())):
+        lined_up += [ids[turn] for _, ids in sorted(by_rack.items(), key=lambda item: item[0] or "") if turn < len(ids)]
+    assignments = []
+    for partition in range(first_partition, first_partition + count):
+        first = partition % len(lined_up)
+        after = [lined_up[(first + k) % len(lined_up)] for k in range(1, len(lined_up))]
+        replicas = [lined_up[first]]
+        racks = {rack_of[lined_up[first]]}
+        for broker_id in after:  # a new rack first ...
+            if len(replicas) < replication and rack_of[broker_id] not in racks:
+                replicas.append(broker_id)
+                racks.add(rack_of[broker_id])
+        for broker_id in after:  # ... then any broker not chosen yet
+            if len(replicas) < replication and broker_id not in replicas:
+                replicas.append(broker_id)
+        assignments.append(replicas)
+    return assignments
 
 
 def _check_manual_assignment(replicas: list[int], broker_ids: set[int], replication: int) -> None:
