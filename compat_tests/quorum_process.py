@@ -24,14 +24,14 @@ class QuorumNode(BrokerProcess):
     """One node; ``kill`` (SIGKILL) and ``stop`` (SIGTERM: controlled shutdown, leadership handed
     over) as for a lone broker."""
 
-    def __init__(self, node_id: int, directory: Path, controller_port: int, client_port: int | None,
+    def __init__(self, node_id: int, directory: Path, controller_port: int | None, client_port: int | None,
                  overrides: tuple[str, ...]) -> None:
         self.node_id = node_id
         self.directory = directory
         self.data_dir = directory / "data"
         self.log_path = directory / "kbroker.log"
         self.controller_port = controller_port
-        self.client_port = client_port  # None: a controller only
+        self.client_port = client_port  # None: a controller only (controller_port None: a broker only)
         self.overrides = overrides
         self.process: subprocess.Popen | None = None
 
@@ -40,12 +40,11 @@ class QuorumNode(BrokerProcess):
         return f"127.0.0.1:{self.client_port}"
 
     def start(self, voters: str, timeout_s: float = 30) -> None:
-        listeners = f"CONTROLLER://127.0.0.1:{self.controller_port}"
-        roles = "controller"
-        if self.client_port is not None:
-            listeners = f"PLAINTEXT://127.0.0.1:{self.client_port},{listeners}"
-            roles = "broker,controller"
-        settings = [f"process.roles={roles}", f"node.id={self.node_id}", f"listeners={listeners}",
+        listeners = [f"PLAINTEXT://127.0.0.1:{self.client_port}"] if self.client_port is not None else []
+        listeners += [f"CONTROLLER://127.0.0.1:{self.controller_port}"] if self.controller_port is not None else []
+        roles = ",".join(role for role, port in (("broker", self.client_port), ("controller", self.controller_port))
+                         if port is not None)
+        settings = [f"process.roles={roles}", f"node.id={self.node_id}", f"listeners={','.join(listeners)}",
                     "controller.listener.names=CONTROLLER", f"controller.quorum.voters={voters}",
                     f"log.dirs={self.data_dir}", *self.overrides]
         command = [sys.executable, "-m", "kbroker.cli", *(part for s in settings for part in ("--override", s))]
@@ -78,22 +77,27 @@ class QuorumNode(BrokerProcess):
 
 
 class Quorum:
-    """``count`` nodes; ``combined``: each also a broker with a client listener."""
+    """``count`` voters (``combined``: each also a broker with a client listener), then ``brokers``
+    broker-only nodes (observers of the quorum)."""
 
-    def __init__(self, root: Path, count: int = 3, *, combined: bool = False, overrides: tuple[str, ...] = ()) -> None:
-        self.nodes = [QuorumNode(i, root / f"node{i}", free_port(), free_port() if combined else None,
-                                 QUICK_QUORUM + tuple(overrides)) for i in range(1, count + 1)]
+    def __init__(self, root: Path, count: int = 3, *, combined: bool = False, brokers: int = 0,
+                 overrides: tuple[str, ...] = ()) -> None:
+        overrides = QUICK_QUORUM + tuple(overrides)
+        self.nodes = [QuorumNode(i, root / f"node{i}", free_port(), free_port() if combined else None, overrides)
+                      for i in range(1, count + 1)]
+        self.brokers = [QuorumNode(i, root / f"node{i}", None, free_port(), overrides)
+                        for i in range(count + 1, count + brokers + 1)]
         self.voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in self.nodes)
 
     def start(self) -> None:
-        for node in self.nodes:
+        for node in self.nodes + self.brokers:
             node.start(self.voters)
 
     def node(self, node_id: int) -> QuorumNode:
         return self.nodes[node_id - 1]
 
     def close(self) -> None:
-        for node in self.nodes:
+        for node in self.nodes + self.brokers:
             node.kill()
 
     def describe(self, node: QuorumNode):

@@ -16,7 +16,8 @@ import time
 
 import pytest
 from confluent_kafka import KafkaException, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions,
+                                   NewTopic)
 from kafka import KafkaAdminClient, KafkaConsumer
 from kafka.admin import NewTopic as KafkaPythonNewTopic
 
@@ -88,11 +89,31 @@ def test_every_broker_shows_three_brokers_and_the_same_leaders_of_a_replicated_t
         admin.create_topics([NewTopic("orders", num_partitions=1, replication_factor=3)])["orders"].result(15)
 
 
+def test_admin_changes_through_any_broker_reach_every_broker(cluster):
+    admin = [AdminClient({"bootstrap.servers": node.bootstrap}) for node in cluster.nodes]
+    admin[0].create_topics([NewTopic("grows", num_partitions=2, replication_factor=2)])["grows"].result(15)
+    admin[1].create_partitions([NewPartitions("grows", 5)])["grows"].result(15)
+    until(lambda: len(same_everywhere(cluster, "grows") or ()) == 5, 15, "five partitions everywhere")
+    resource = ConfigResource(ConfigResource.Type.TOPIC, "grows", incremental_configs=[
+        ConfigEntry("retention.ms", "3600000", incremental_operation=AlterConfigOpType.SET)])
+    admin[2].incremental_alter_configs([resource])[resource].result(15)
+
+    def retention_everywhere():
+        values = set()
+        for client in admin:
+            described = client.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, "grows")])
+            values.add(next(iter(described.values())).result(15)["retention.ms"].value)
+        return values == {"3600000"}
+    until(retention_everywhere, 15, "the new retention.ms on every broker")
+    admin[2].delete_topics(["grows"])["grows"].result(15)
+    until(lambda: all("grows" not in client.list_topics(timeout=5).topics for client in admin), 15, "grows gone")
+
+
 def test_records_go_to_each_partitions_leader_and_come_back(cluster):
     admin = AdminClient({"bootstrap.servers": cluster.node(1).bootstrap})
     admin.create_topics([NewTopic("events", num_partitions=3, replication_factor=3)])["events"].result(15)
     until(lambda: same_everywhere(cluster, "events"), 15, "one view of events")
-    producer = Producer({"bootstrap.servers": cluster.node(1).bootstrap})
+    producer = Producer({"bootstrap.servers": cluster.node(1).bootstrap, "enable.idempotence": True})
     for i in range(300):
         producer.produce("events", key=str(i).encode(), value=f"value-{i}".encode(), partition=i % 3)
     assert producer.flush(20) == 0
@@ -126,3 +147,24 @@ def test_a_broker_that_stops_heartbeating_is_fenced_and_its_leaderships_move(clu
     survivor.stop()
     handed = until(lambda: same_everywhere(cluster, "moves", [cluster.node(1)]), 15, "node 1's view")
     assert all(leader == 1 for leader, _, _ in handed.values())
+
+
+def test_broker_only_nodes_follow_a_controller_only_quorum(tmp_path):
+    """process.roles=broker beside process.roles=controller, as a production Kafka cluster is laid out:
+    the brokers replicate the metadata as observers and take admin requests for the controllers."""
+    quorum = Quorum(tmp_path, brokers=2)
+    try:
+        quorum.start()
+        first, second = quorum.brokers
+        until(lambda: brokers_seen_by(first) == brokers_seen_by(second) == [4, 5], 30, "both brokers")
+        admin = AdminClient({"bootstrap.servers": first.bootstrap})
+        admin.create_topics([NewTopic("observed", num_partitions=4, replication_factor=2)])["observed"].result(15)
+        leaders = until(lambda: same_everywhere(quorum, "observed", quorum.brokers), 15, "one view of observed")
+        assert {leader for leader, _, _ in leaders.values()} == {4, 5}
+        assert sorted(o.replica_id for o in quorum.describe(quorum.leader()).observers) == [4, 5]
+        quorum.leader().kill()  # the brokers carry on under the next controller
+        admin = AdminClient({"bootstrap.servers": second.bootstrap})
+        admin.create_topics([NewTopic("after", num_partitions=1, replication_factor=2)])["after"].result(30)
+        until(lambda: same_everywhere(quorum, "after", quorum.brokers), 15, "one view of after")
+    finally:
+        quorum.close()

@@ -2,11 +2,13 @@
 
 Its metadata comes one of two ways. Alone (no ``controller.quorum.voters``), the
 broker is its own controller: it plans each change and commits it to its
-embedded metadata log. In a quorum-run cluster it is one process of a combined
-``broker,controller`` node: its image is what the local voter of the quorum has
-applied, it registers and heartbeats with the active controller
-(kbroker/lifecycle.py), and the admin requests that change metadata are
-forwarded to the active controller, which plans them against the whole truth.
+embedded metadata log. In a quorum-run cluster its image is what this process's
+member of the quorum has applied: a voter, when the process is a combined
+``broker,controller`` node, else an observer that fetches the metadata log
+without voting (kbroker/metadata/observer.py). It registers and heartbeats with
+the active controller (kbroker/lifecycle.py), and the admin requests that change
+metadata are forwarded to the active controller, which plans them against the
+whole truth.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from wire.schema import API_BY_KEY, API_BY_NAME
 
 logger = logging.getLogger("kbroker.broker")
 CreateTopicsRequest = API_BY_NAME["CreateTopics"].request_class
+AllocateProducerIdsRequest = API_BY_NAME["AllocateProducerIds"].request_class
 
 
 @dataclass(frozen=True)
@@ -74,26 +77,28 @@ def settings_from_config(config: BrokerConfig) -> BrokerSettings:
 
 
 class Broker:
-    def __init__(self, settings: BrokerSettings, config: BrokerConfig | None = None, controller=None) -> None:
+    def __init__(self, settings: BrokerSettings, config: BrokerConfig | None = None, quorum=None) -> None:
         self.settings = settings
         self.node_id = settings.node_id
         self.config = config or BrokerConfig.load()
         self.log_defaults = self.config.log_config()
         self.logs = LogManager(settings.data_dir)
-        self.controller = controller  # this process's voter of the metadata quorum, or None (embedded)
+        self.quorum = quorum  # this process's member of the metadata quorum (a Controller or a QuorumObserver), or None
+        self.forwards = quorum is not None  # metadata changes go to the active controller
+        self.is_active = True  # a broker that does not forward makes the changes itself
         self.lifecycle = None
-        if controller is None:
+        if quorum is None:
             self.cluster_id = _cluster_id(settings.data_dir, settings.node_id)
             self.metadata_log = MetadataLog(settings.data_dir)
             self.image = self.metadata_log.replay(MetadataImage(cluster_id=self.cluster_id,
                                                                 controller_id=settings.node_id))
         else:
-            self.cluster_id = controller.cluster_id
+            self.cluster_id = quorum.cluster_id
             self.metadata_log = None
-            self.image = self._view(controller.image)
-            controller.state.on_change = self._metadata_applied
+            self.image = self._view(quorum.state.image)
+            quorum.state.on_change = self._metadata_applied
             voters = {voter.node_id: (voter.host, voter.port) for voter in self.config.quorum_voters}
-            channel = ControllerChannel(f"broker-{self.node_id}", voters, lambda: controller.driver.node.leader,
+            channel = ControllerChannel(f"broker-{self.node_id}", voters, lambda: quorum.driver.node.leader,
                                         request_timeout_s=self.config.get("controller.quorum.request.timeout.ms") / 1000)
             self.lifecycle = BrokerLifecycle(self, channel, interval_ms=self.config.get("broker.heartbeat.interval.ms"))
         self.server = Server(self, settings.limits)
@@ -111,17 +116,22 @@ class Broker:
     @property
     def metadata_offset(self) -> int:
         """The offset of the last metadata change this broker has applied (heartbeats report it)."""
-        return self.controller.state.applied_offset if self.controller is not None else -1
+        return self.quorum.state.applied_offset if self.quorum is not None else -1
 
     def leads(self, topic, index: int) -> bool:
         """Whether this broker leads partition ``index`` of ``topic`` (a TopicImage): produce and fetch go here."""
         return topic.partitions[index].leader == self.node_id
 
     async def forward(self, context, request):
-        """Send an admin request to the active controller and answer with its response (quorum mode)."""
+        """Send a metadata change to the active controller and answer with its response (quorum mode).
+        Topics it created are awaited in this broker's image: a client that created one here finds it here."""
         api_name = API_BY_KEY[context.header.api_key].name
-        return await self.lifecycle.channel.call(api_name, context.api_version, request,
-                                                 not_controller=_every_result_not_controller)
+        response = await self.lifecycle.channel.call(api_name, context.api_version, request,
+                                                     not_controller=_every_result_not_controller)
+        if api_name == "CreateTopics" and not request.validate_only:
+            created = {result.name for result in response.topics if result.error_code == ErrorCode.NONE}
+            await self.await_topics(created, timeout_s=max(request.timeout_ms, 0) / 1000)
+        return response
 
     async def await_topics(self, names: set[str], timeout_s: float) -> None:
         """Wait (bounded) until this broker's image has ``names``: a client that created a topic here
@@ -134,7 +144,7 @@ class Broker:
         """Auto-creation (a Metadata request, an internal topic). Alone, the topics are made now; in a
         quorum the active controller is asked in the background, and the caller answers as Kafka's
         brokers do meanwhile (the topic is not there yet; the client asks again)."""
-        if self.controller is None:
+        if self.quorum is None:
             plans = []
             for request in wanted:
                 try:
@@ -153,13 +163,30 @@ class Broker:
                 configs=[CreateTopicsRequest.CreatableTopic.CreatableTopicConfig(name=name, value=value)
                          for name, value in request.configs.items()])
             for request in wanted])
-        self._nursery.start_soon(self._create_in_background, body)
+        self.start_soon(self._create_in_background, body)
 
     async def _create_in_background(self, body) -> None:
         try:
             await self.lifecycle.channel.call("CreateTopics", 7, body, not_controller=_every_result_not_controller)
         except ControllerUnavailable as error:
             logger.warning("could not auto-create %s: %s", [t.name for t in body.topics], error)
+
+    def start_soon(self, function, *args) -> None:
+        """Run ``function(*args)`` in the background for as long as the broker runs."""
+        self._nursery.start_soon(function, *args)
+
+    async def allocate_producer_ids(self) -> tuple[int, int] | None:
+        """The next producer-id block from the active controller, as (first, end); None if refused."""
+        request = AllocateProducerIdsRequest(broker_id=self.node_id, broker_epoch=self.lifecycle.broker_epoch)
+        try:
+            response = await self.lifecycle.channel.call("AllocateProducerIds", 0, request)
+        except ControllerUnavailable as error:
+            logger.warning("no producer-id block: %s", error)
+            return None
+        if response.error_code != ErrorCode.NONE:
+            logger.warning("no producer-id block: %s", ErrorCode(response.error_code).name)
+            return None
+        return response.producer_id_start, response.producer_id_start + response.producer_id_len
 
     def commit(self, records: list) -> None:
         """Make a metadata change durable, then show it: the new image and its logs."""
@@ -233,8 +260,8 @@ class Broker:
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
-                if self.controller is not None:
-                    await nursery.start(self.controller.run)
+                if self.quorum is not None:
+                    await nursery.start(self.quorum.run)
                 await nursery.start(self.groups.run)
                 await nursery.start(self.transactions.run)
                 nursery.start_soon(LogMaintenance(self.logs, self.config).run)
@@ -258,8 +285,8 @@ class Broker:
         """Stop in order: in a quorum, give up partition leaderships, then the quorum's leadership."""
         if self.lifecycle is not None:
             await self.lifecycle.shut_down()
-        if self.controller is not None:
-            await self.controller.shutdown()
+        if self.quorum is not None:
+            await self.quorum.shutdown()
 
 
 def _every_result_not_controller(response) -> bool:

@@ -87,19 +87,23 @@ def main(argv: list[str] | None = None) -> int:
             return 1
     import trio  # the slow imports come after the ports are open (kbroker/listen.py says why)
 
-    controller = None
+    quorum = None  # this process's member of the metadata quorum: a voter, an observer, or none (embedded)
     if in_quorum:
         from kbroker.controller.controller import Controller
 
-        controller = Controller(config, sockets=sockets["controller"])
+        quorum = Controller(config, sockets=sockets["controller"])
+    elif not config.is_embedded_quorum:
+        from kbroker.metadata.observer import QuorumObserver
+
+        quorum = QuorumObserver(config)
     if "broker" not in roles:
-        trio.run(serve, controller, started_at, config.get("log.dirs")[0])
+        trio.run(serve, quorum, started_at, config.get("log.dirs")[0])
         logger.info("stopped")
         return 0
     from kbroker.broker import Broker, settings_from_config
 
     settings = dataclasses.replace(settings_from_config(config), sockets=sockets["broker"])
-    trio.run(serve, Broker(settings, config, controller=controller), started_at, settings.data_dir)
+    trio.run(serve, Broker(settings, config, quorum=quorum), started_at, settings.data_dir)
     logger.info("stopped")
     return 0
 

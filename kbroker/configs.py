@@ -22,6 +22,7 @@ from kbroker.config_definitions import SETTINGS, SETTINGS_BY_NAME, TOPIC_CONFIG_
 from kbroker.metadata import records
 from kbroker.metadata.image import TOPIC_RESOURCE, MetadataImage, apply_record
 from kbroker.topics import TopicError, check_topic_configs, validate_topic_name
+from kbroker.handlers.results import mark_not_made
 from wire.errors import ErrorCode
 
 BROKER_RESOURCE = 4
@@ -264,7 +265,7 @@ def _normalized(setting, text: str) -> str:
         return text
 
 
-def alter_resources(broker, resources, plan_for, result_class, validate_only: bool) -> list:
+async def alter_resources(broker, resources, plan_for, result_class, validate_only: bool) -> list:
     """Plan each resource's change with ``plan_for(image, resource)``, commit all together.
 
     Each plan sees the changes planned before it, so one request can name a
@@ -284,6 +285,12 @@ def alter_resources(broker, resources, plan_for, result_class, validate_only: bo
         plans.extend(plan)
         for record in plan:
             image = apply_record(image, record)
-    if plans and not validate_only:
-        broker.commit(plans)
+    error = await broker.submit(plans) if plans and not validate_only else None
+    mark_not_made(results, error)
     return results
+
+
+def refuse_resources(resources, result_class) -> list:
+    """Every resource answered NOT_CONTROLLER (a controller that is not active)."""
+    return [result_class(error_code=ErrorCode.NOT_CONTROLLER, resource_type=resource.resource_type,
+                         resource_name=resource.resource_name) for resource in resources]

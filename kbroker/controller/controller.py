@@ -15,9 +15,11 @@ import uuid
 import trio
 
 from kbroker.config import BrokerConfig
-from kbroker.controller import brokers
+from kbroker.controller import brokers, partitions
 from kbroker.controller.handlers import CONTROLLER_HANDLERS, controller_api_versions
 from kbroker.controller.state import MetadataState, encode_change
+from kbroker.metadata import records
+from kbroker.producer_ids import BLOCK_SIZE as PRODUCER_ID_BLOCK
 from kbroker.server import Server, ServerLimits
 from log.checkpoint import kafka_uuid_string
 from raft.driver import NotLeader, RaftDriver
@@ -51,6 +53,16 @@ def raft_config(config: BrokerConfig) -> RaftConfig:
                       fetch_interval_ms=config.get("controller.quorum.retry.backoff.ms"))
 
 
+def quorum_member(config: BrokerConfig, state: MetadataState) -> tuple[RaftStore, RaftDriver]:
+    """This node's metadata log on disk and its Raft driver applying to ``state`` (a voter if the
+    node is in ``controller.quorum.voters``, else an observer)."""
+    store = RaftStore(metadata_directory(config), segment_bytes=config.get("metadata.log.segment.bytes"))
+    voters = {voter.node_id: (voter.host, voter.port) for voter in config.quorum_voters}
+    driver = RaftDriver(config.node_id, voters, store, state, cluster_id=state.cluster_id, config=raft_config(config),
+                        snapshot_bytes=config.get("metadata.log.max.record.bytes.between.snapshots"))
+    return store, driver
+
+
 class Controller:
     def __init__(self, config: BrokerConfig, *, host: str = "127.0.0.1", port: int = 0, sockets=(),
                  limits: ServerLimits | None = None) -> None:
@@ -59,12 +71,9 @@ class Controller:
         self.cluster_id = quorum_cluster_id(config)
         self.host, self.port, self.sockets = host, port, sockets
         self.state = MetadataState(self.cluster_id)
-        self.store = RaftStore(metadata_directory(config), segment_bytes=config.get("metadata.log.segment.bytes"))
-        voters = {voter.node_id: (voter.host, voter.port) for voter in config.quorum_voters}
-        self.driver = RaftDriver(self.node_id, voters, self.store, self.state, cluster_id=self.cluster_id,
-                                 config=raft_config(config),
-                                 snapshot_bytes=config.get("metadata.log.max.record.bytes.between.snapshots"))
+        self.store, self.driver = quorum_member(config, self.state)
         self.server = Server(self, limits, handlers=CONTROLLER_HANDLERS, api_versions=controller_api_versions)
+        self.forwards = False  # the controller plans metadata changes itself (kbroker.handlers.metadata_change)
         self.write_lock = trio.Lock()  # changes are planned against the image and committed one at a time
         self.leases = brokers.BrokerLeases(config.get("broker.session.timeout.ms"))
 
@@ -136,6 +145,42 @@ class Controller:
             fenced = bool(request.want_shut_down or request.want_fence or not caught_up)
             return {**answer, "is_caught_up": caught_up, "is_fenced": fenced,
                     "should_shut_down": bool(request.want_shut_down)}
+
+    async def alter_partitions(self, broker_id: int, broker_epoch: int, wanted: list) -> tuple[int, list]:
+        """AlterPartition: (error code, [(error code, partition after) per IsrRequest in ``wanted``]).
+        The accepted changes commit together."""
+        async with self.write_lock:
+            if not self.is_active:
+                return ErrorCode.NOT_CONTROLLER, []
+            broker = brokers.broker_by_id(self.image, broker_id)
+            if broker is None or broker.epoch != broker_epoch:
+                return ErrorCode.STALE_BROKER_EPOCH, []
+            checked = [partitions.alter_isr(self.image, broker_id, request) for request in wanted]
+            change = [record for _, _, record in checked if record is not None]
+            error = await self.submit(change) if change else None
+            if error is not None:
+                return error, []
+            image = self.image
+            answers = []
+            for request, (code, partition, record) in zip(wanted, checked):
+                if record is not None:  # the partition as committed
+                    partition = image.topic_by_id(request.topic_id).partitions[request.partition]
+                answers.append((code, partition))
+            return ErrorCode.NONE, answers
+
+    async def allocate_producer_ids(self, request) -> tuple[int, int, int]:
+        """AllocateProducerIds: (error code, first id, count) of a block no one else ever gets."""
+        async with self.write_lock:
+            if not self.is_active:
+                return ErrorCode.NOT_CONTROLLER, -1, 0
+            broker = brokers.broker_by_id(self.image, request.broker_id)
+            if broker is None or broker.epoch != request.broker_epoch:
+                return ErrorCode.STALE_BROKER_EPOCH, -1, 0
+            start = self.image.next_producer_id
+            record = records.ProducerIdsRecord(broker_id=broker.node_id, broker_epoch=broker.epoch,
+                                               next_producer_id=start + PRODUCER_ID_BLOCK)
+            error = await self.submit([record])
+        return (error, -1, 0) if error is not None else (ErrorCode.NONE, start, PRODUCER_ID_BLOCK)
 
     async def _fence_expired_brokers(self) -> None:
         """On the active controller: fence each broker whose session ran out."""

@@ -1,16 +1,16 @@
-"""What the controller listener answers: ApiVersions, KRaft's quorum RPCs, DescribeQuorum,
-and the admin and broker requests the controller serves (CreateTopics, BrokerRegistration,
-BrokerHeartbeat). A registry of its own: a controller does not answer Produce or Fetch of
-user topics, and a broker's client listener does not take votes."""
+"""What the controller listener answers: ApiVersions, KRaft's quorum RPCs, DescribeQuorum, and
+what brokers ask of the controller (their forwarded metadata changes, BrokerRegistration,
+BrokerHeartbeat, AlterPartition, AllocateProducerIds). A registry of its own: a controller does not answer
+Produce or Fetch of user topics, and a broker's client listener does not take votes."""
 
 from __future__ import annotations
 
 from raft import codec
 from raft.codec import NotForThisQuorum
 
-from kbroker.handlers import Handler, handles
+from kbroker.controller.partitions import IsrRequest
+from kbroker.handlers import HANDLERS, Handler, handles
 from kbroker.handlers.api_versions import api_versions_response
-from kbroker.handlers.create_topics import create_topics
 from wire.errors import ErrorCode
 from wire.schema import API_BY_NAME
 
@@ -61,7 +61,6 @@ async def fetch_snapshot(controller, context, request):
 
 
 DescribeQuorumResponse = API_BY_NAME["DescribeQuorum"].response_class
-CreateTopicsResponse = API_BY_NAME["CreateTopics"].response_class
 
 
 @handles("DescribeQuorum", 0, 2, CONTROLLER_HANDLERS)
@@ -71,24 +70,22 @@ async def describe_quorum(controller, context, request):
     quorum = controller.driver.describe()
     partition_class = DescribeQuorumResponse.TopicData.PartitionData
     leading = quorum["leader"] == controller.node_id
-    voters = [partition_class.ReplicaState(replica_id=voter, log_end_offset=end, last_fetch_timestamp=fetched,
-                                           last_caught_up_timestamp=-1)
-              for voter, end, fetched in quorum["voters"]] if leading else []
+    def replicas(kind: str) -> list:
+        return [partition_class.ReplicaState(replica_id=replica, log_end_offset=end, last_fetch_timestamp=fetched,
+                                             last_caught_up_timestamp=-1)
+                for replica, end, fetched in quorum[kind]] if leading else []
     partition = partition_class(
         partition_index=0, error_code=ErrorCode.NONE if leading else ErrorCode.NOT_LEADER_OR_FOLLOWER,
         leader_id=-1 if quorum["leader"] is None else quorum["leader"], leader_epoch=quorum["epoch"],
-        high_watermark=quorum["high_watermark"], current_voters=voters, observers=[])
+        high_watermark=quorum["high_watermark"], current_voters=replicas("voters"), observers=replicas("observers"))
     return DescribeQuorumResponse(error_code=ErrorCode.NONE, topics=[
         DescribeQuorumResponse.TopicData(topic_name=codec.METADATA_TOPIC, partitions=[partition])], nodes=[])
 
 
-@handles("CreateTopics", 2, 7, CONTROLLER_HANDLERS)
-async def create_topics_at_controller(controller, context, request):
-    if not controller.is_active:  # its image may lag: answer before planning anything against it
-        return CreateTopicsResponse(topics=[CreateTopicsResponse.CreatableTopicResult(
-            name=topic.name, error_code=ErrorCode.NOT_CONTROLLER, error_message="This controller is not active.")
-            for topic in request.topics])
-    return await create_topics(controller, context, request)
+# The metadata changes a broker forwards: the same handlers as a lone broker's, planned here against the
+# quorum's image (kbroker.handlers.metadata_change refuses them while this controller is not active).
+for _api_name in ("CreateTopics", "DeleteTopics", "CreatePartitions", "AlterConfigs", "IncrementalAlterConfigs"):
+    CONTROLLER_HANDLERS[API_BY_NAME[_api_name].key] = HANDLERS[API_BY_NAME[_api_name].key]
 
 
 BrokerRegistrationResponse = API_BY_NAME["BrokerRegistration"].response_class
@@ -104,3 +101,44 @@ async def broker_registration(controller, context, request):
 @handles("BrokerHeartbeat", 0, 1, CONTROLLER_HANDLERS)
 async def broker_heartbeat(controller, context, request):
     return BrokerHeartbeatResponse(throttle_time_ms=0, **await controller.broker_heartbeat(request))
+
+
+AllocateProducerIdsResponse = API_BY_NAME["AllocateProducerIds"].response_class
+
+
+@handles("AllocateProducerIds", 0, 0, CONTROLLER_HANDLERS)
+async def allocate_producer_ids(controller, context, request):
+    error_code, start, length = await controller.allocate_producer_ids(request)
+    return AllocateProducerIdsResponse(throttle_time_ms=0, error_code=error_code, producer_id_start=start,
+                                       producer_id_len=length)
+
+
+AlterPartitionResponse = API_BY_NAME["AlterPartition"].response_class
+
+
+@handles("AlterPartition", 2, 3, CONTROLLER_HANDLERS)
+async def alter_partition(controller, context, request):
+    wanted = []
+    for topic in request.topics:
+        for partition in topic.partitions:
+            if context.api_version >= 3:
+                isr = tuple(member.broker_id for member in partition.new_isr_with_epochs)
+                epochs = {member.broker_id: member.broker_epoch for member in partition.new_isr_with_epochs}
+            else:
+                isr, epochs = tuple(partition.new_isr), None
+            wanted.append(IsrRequest(topic.topic_id, partition.partition_index, partition.leader_epoch,
+                                     partition.partition_epoch, isr, epochs))
+    error_code, answers = await controller.alter_partitions(request.broker_id, request.broker_epoch, wanted)
+    if error_code != ErrorCode.NONE:
+        return AlterPartitionResponse(throttle_time_ms=0, error_code=error_code, topics=[])
+    topics: dict = {}
+    partition_class = AlterPartitionResponse.TopicData.PartitionData
+    for asked, (code, state) in zip(wanted, answers):
+        answer = partition_class(partition_index=asked.partition, error_code=code, leader_id=-1, leader_epoch=-1,
+                                 isr=[], partition_epoch=-1)
+        if state is not None:
+            answer.leader_id, answer.leader_epoch = state.leader, state.leader_epoch
+            answer.isr, answer.partition_epoch = list(state.isr), state.partition_epoch
+        topics.setdefault(asked.topic_id, []).append(answer)
+    return AlterPartitionResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, topics=[
+        AlterPartitionResponse.TopicData(topic_id=topic_id, partitions=answers) for topic_id, answers in topics.items()])

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from importlib import import_module
 
+from kbroker.handlers.results import mark_not_made  # noqa: F401  (for the handlers of metadata changes)
 from wire.schema import API_BY_NAME, Api
 
 
@@ -54,6 +55,30 @@ def handles(api_name: str, min_version: int, max_version: int, registry: dict[in
         return function
 
     return register
+
+
+def metadata_change(refusal):
+    """Decorate the handler of an admin request that changes metadata (CreateTopics, DeleteTopics, ...).
+
+    A lone broker makes the change itself. In a quorum a broker forwards the request to the
+    active controller (``owner.forwards``); a controller that is not active answers
+    ``refusal(request)`` (NOT_CONTROLLER throughout) before planning anything against an image
+    that may lag; the active one plans and commits under its write lock, so that two requests
+    never plan against the same image (two creations of one name, say).
+    """
+    def decorate(function):
+        async def handle(owner, context, request):
+            if owner.forwards:
+                return await owner.forward(context, request)
+            if not owner.is_active:
+                return refusal(request)
+            async with owner.write_lock:
+                return await function(owner, context, request)
+
+        handle.__doc__, handle.__name__ = function.__doc__, function.__name__
+        return handle
+
+    return decorate
 
 
 _MODULES = ("api_versions", "metadata", "create_topics", "delete_topics", "produce", "fetch", "list_offsets", "init_producer_id",

@@ -1,17 +1,22 @@
 """AlterConfigs (33): replace a topic's whole set of overrides; broker settings are static here."""
 
 from kbroker import handlers
-from kbroker.configs import alter_resources, plan_alter
+from kbroker.configs import alter_resources, refuse_resources, plan_alter
 from wire.schema import API_BY_NAME
 
 AlterConfigsResponse = API_BY_NAME["AlterConfigs"].response_class
 
 
+def _refusal(request):
+    return AlterConfigsResponse(responses=refuse_resources(request.resources, AlterConfigsResponse.AlterConfigsResourceResponse))
+
+
 @handlers.handles("AlterConfigs", 0, 2)
+@handlers.metadata_change(_refusal)
 async def handle(broker, context, request):
     def plan_for(image, resource):
         wanted = {config.name: config.value for config in resource.configs}
-        return plan_alter(broker.config, image, broker.settings.node_id, resource.resource_type, resource.resource_name, wanted)
+        return plan_alter(broker.config, image, broker.node_id, resource.resource_type, resource.resource_name, wanted)
 
-    results = alter_resources(broker, request.resources, plan_for, AlterConfigsResponse.AlterConfigsResourceResponse, request.validate_only)
+    results = await alter_resources(broker, request.resources, plan_for, AlterConfigsResponse.AlterConfigsResourceResponse, request.validate_only)
     return AlterConfigsResponse(responses=results)

@@ -9,7 +9,13 @@ CreatePartitionsResponse = API_BY_NAME["CreatePartitions"].response_class
 Result = CreatePartitionsResponse.CreatePartitionsTopicResult
 
 
+def _refusal(request):
+    return CreatePartitionsResponse(results=[Result(name=topic.name, error_code=ErrorCode.NOT_CONTROLLER)
+                                             for topic in request.topics])
+
+
 @handlers.handles("CreatePartitions", 0, 3)
+@handlers.metadata_change(_refusal)
 async def handle(broker, context, request):
     names = [topic.name for topic in request.topics]
     duplicates = sorted({name for name in names if names.count(name) > 1})
@@ -25,6 +31,6 @@ async def handle(broker, context, request):
             results.append(Result(name=topic.name, error_code=error.error_code, error_message=str(error) or None))
             continue
         results.append(Result(name=topic.name))
-    if plans and not request.validate_only:
-        broker.commit(plans)
+    error = await broker.submit(plans) if plans and not request.validate_only else None
+    handlers.mark_not_made(results, error)
     return CreatePartitionsResponse(results=results)

@@ -13,25 +13,17 @@ TopicConfig = Result.CreatableTopicConfigs
 _CONFIGS_FROM = 5  # v5+ answers with the new topic's configs (KIP-525)
 
 
+def _refusal(request):
+    return CreateTopicsResponse(topics=[Result(name=topic.name, error_code=ErrorCode.NOT_CONTROLLER,
+                                               error_message="This controller is not active.")
+                                        for topic in request.topics])
+
+
 @handlers.handles("CreateTopics", 2, 7)
+@handlers.metadata_change(_refusal)
 async def handle(broker, context, request):
-    if broker.controller is None:
-        return await create_topics(broker, context, request)
-    response = await broker.forward(context, request)
-    created = {result.name for result in response.topics if result.error_code == ErrorCode.NONE}
-    await broker.await_topics(created, timeout_s=max(request.timeout_ms, 0) / 1000)
-    return response
-
-
-async def create_topics(broker, context, request):
-    """CreateTopics against ``broker``'s image, committed with its ``submit`` (a broker's metadata
-    log, or the controller quorum), planned and committed under its ``write_lock`` so that two
-    requests never both create one name."""
-    async with broker.write_lock:
-        return await _create_topics(broker, context, request)
-
-
-async def _create_topics(broker, context, request):
+    """Plan the topics against the image, commit them with the owner's ``submit`` (a lone broker's
+    metadata log, or the controller quorum)."""
     known_configs = set(broker.config.log_config_defaults())
     results, plans = [], []
     seen = set()
@@ -68,9 +60,5 @@ async def _create_topics(broker, context, request):
                               replication_factor=len(partitions[0].replicas), configs=configs))
         plans.extend(plan)
     if plans and not request.validate_only:
-        error = await broker.submit(plans)
-        if error is not None:  # not committed (this controller lost or lacks leadership): nothing was created
-            for result in results:
-                if result.error_code == ErrorCode.NONE:
-                    result.error_code, result.error_message = error, "The metadata change was not committed."
+        handlers.mark_not_made(results, await broker.submit(plans))
     return CreateTopicsResponse(topics=results)

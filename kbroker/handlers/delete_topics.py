@@ -10,9 +10,19 @@ DeleteTopicsResponse = API_BY_NAME["DeleteTopics"].response_class
 Result = DeleteTopicsResponse.DeletableTopicResult
 
 
+def _refusal(request):
+    return DeleteTopicsResponse(responses=[
+        Result(name=name, topic_id=topic_id, error_code=ErrorCode.NOT_CONTROLLER) for name, topic_id in _wanted(request)])
+
+
+def _wanted(request) -> list[tuple]:
+    return [(name, ZERO_UUID) for name in request.topic_names] + [(t.name, t.topic_id) for t in request.topics]
+
+
 @handlers.handles("DeleteTopics", 1, 6)
+@handlers.metadata_change(_refusal)
 async def handle(broker, context, request):
-    wanted = [(name, ZERO_UUID) for name in request.topic_names] + [(t.name, t.topic_id) for t in request.topics]
+    wanted = _wanted(request)
     results, removals, removed = [], [], set()
     for name, topic_id in wanted:
         topic = broker.image.topics.get(name) if name is not None else broker.image.topic_by_id(topic_id)
@@ -24,6 +34,6 @@ async def handle(broker, context, request):
         if topic.name not in removed:
             removed.add(topic.name)
             removals.extend(removal_records(topic))
-    if removals:
-        broker.commit(removals)
+    error = await broker.submit(removals) if removals else None
+    handlers.mark_not_made(results, error)
     return DeleteTopicsResponse(responses=results)

@@ -5,6 +5,7 @@ producer of that id is fenced, and its open transaction aborted first)."""
 from kbroker import handlers
 from kbroker.coordinator_runtime import now_ms
 from kbroker.effects import CoordinatorError
+from kbroker.producer_ids import NoProducerIds
 from wire.schema import API_BY_NAME
 
 InitProducerIdResponse = API_BY_NAME["InitProducerId"].response_class
@@ -12,6 +13,8 @@ InitProducerIdResponse = API_BY_NAME["InitProducerId"].response_class
 
 @handlers.handles("InitProducerId", 0, 5)
 async def handle(broker, context, request):
+    if not broker.producer_ids.available(broker):  # a block is on its way from the controller
+        return InitProducerIdResponse(error_code=NoProducerIds.error_code, producer_id=-1, producer_epoch=-1)
     if request.transactional_id is not None:
         shell = broker.transactions
         try:

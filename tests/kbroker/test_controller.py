@@ -10,6 +10,7 @@ import uuid
 import pytest
 import trio
 
+from compat_tests import raw_client
 from kbroker.config import BrokerConfig
 from kbroker.controller.controller import Controller
 from kbroker.controller.state import decode_change, encode_change, image_records
@@ -17,6 +18,7 @@ from kbroker.listen import bind_listeners
 from kbroker.metadata import records
 from kbroker.metadata.image import MetadataImage, apply_record
 from wire.errors import ErrorCode
+from wire.schema import API_BY_NAME
 
 FAST = {"controller.quorum.election.timeout.ms": 300, "controller.quorum.fetch.timeout.ms": 300,
         "controller.quorum.request.timeout.ms": 500}
@@ -136,3 +138,143 @@ def test_a_snapshot_rebuilds_the_image_it_was_taken_from():
         rebuilt = apply_record(rebuilt, record)
     assert (rebuilt.brokers, rebuilt.topics, rebuilt.next_producer_id) == (image.brokers, image.topics,
                                                                           image.next_producer_id)
+
+
+# -- what brokers ask of the controller, over its listener ------------------------------------------------
+
+Registration = API_BY_NAME["BrokerRegistration"].request_class
+Heartbeat = API_BY_NAME["BrokerHeartbeat"].request_class
+AlterPartition = API_BY_NAME["AlterPartition"].request_class
+AllocateProducerIds = API_BY_NAME["AllocateProducerIds"].request_class
+CreateTopics = API_BY_NAME["CreateTopics"].request_class
+
+
+async def call(controller, api_name, version, body):
+    return await trio.to_thread.run_sync(raw_client.call, controller.config.controller_endpoints[0].port, api_name,
+                                         version, body)
+
+
+async def register(controller, broker_id, rack=None) -> int:
+    listener = Registration.Listener(name="PLAINTEXT", host="127.0.0.1", port=9000 + broker_id, security_protocol=0)
+    response = await call(controller, "BrokerRegistration", 0, Registration(
+        broker_id=broker_id, cluster_id=controller.cluster_id, incarnation_id=uuid.uuid4(), listeners=[listener],
+        features=[], rack=rack))
+    assert response.error_code == ErrorCode.NONE
+    return response.broker_epoch
+
+
+async def heartbeat(controller, broker_id, epoch, offset=1 << 40, shut_down=False):
+    return await call(controller, "BrokerHeartbeat", 0, Heartbeat(
+        broker_id=broker_id, broker_epoch=epoch, current_metadata_offset=offset, want_fence=False,
+        want_shut_down=shut_down))
+
+
+async def one_controller(nursery, tmp_path, **extra) -> Controller:
+    configs, sockets = quorum_configs(tmp_path, count=1, **extra)
+    controller = start(nursery, configs[0], sockets[0])
+    await active_of([controller])
+    return controller
+
+
+def live(controller) -> list[int]:
+    return [broker.node_id for broker in controller.image.live_brokers]
+
+
+@pytest.mark.trio
+async def test_a_broker_is_fenced_until_caught_up_and_when_it_shuts_down(tmp_path):
+    async with trio.open_nursery() as nursery:
+        controller = await one_controller(nursery, tmp_path)
+        epochs = {broker_id: await register(controller, broker_id) for broker_id in (1, 2, 3)}
+        assert epochs[1] < epochs[2] < epochs[3] and live(controller) == []
+        behind = await heartbeat(controller, 1, epochs[1], offset=epochs[1] - 1)
+        assert (behind.is_caught_up, behind.is_fenced) == (False, True)
+        for broker_id, epoch in epochs.items():
+            answer = await heartbeat(controller, broker_id, epoch)
+            assert (answer.error_code, answer.is_caught_up, answer.is_fenced) == (ErrorCode.NONE, True, False)
+        assert live(controller) == [1, 2, 3]
+        assert (await heartbeat(controller, 1, epochs[1] - 1)).error_code == ErrorCode.STALE_BROKER_EPOCH
+        assert (await heartbeat(controller, 9, 1)).error_code == ErrorCode.BROKER_ID_NOT_REGISTERED
+
+        created = await call(controller, "CreateTopics", 7, CreateTopics(timeout_ms=5000, validate_only=False, topics=[
+            CreateTopics.CreatableTopic(name="t", num_partitions=3, replication_factor=3, assignments=[],
+                                        configs=[])]))
+        assert created.topics[0].error_code == ErrorCode.NONE
+        leaders_before = [p.leader for p in controller.image.topics["t"].partitions]
+        assert sorted(leaders_before) == [1, 2, 3]
+        going = await heartbeat(controller, 2, epochs[2], shut_down=True)  # controlled shutdown
+        assert (going.should_shut_down, going.is_fenced) == (True, True)
+        assert live(controller) == [1, 3]
+        for partition in controller.image.topics["t"].partitions:
+            assert partition.leader in (1, 3) and 2 not in partition.isr
+        nursery.cancel_scope.cancel()
+
+
+@pytest.mark.trio
+async def test_a_broker_without_heartbeats_is_fenced_after_its_session(tmp_path):
+    async with trio.open_nursery() as nursery:
+        controller = await one_controller(nursery, tmp_path, **{"broker.session.timeout.ms": 400})
+        epoch = await register(controller, 1)
+        await heartbeat(controller, 1, epoch)
+        assert live(controller) == [1]
+        with trio.fail_after(5):
+            while live(controller):
+                await trio.sleep(0.05)
+        assert (await heartbeat(controller, 1, epoch)).is_fenced is False  # heartbeats again: unfenced
+        assert live(controller) == [1]
+        nursery.cancel_scope.cancel()
+
+
+@pytest.mark.trio
+async def test_alter_partition_takes_only_current_changes_from_the_leader(tmp_path):
+    async with trio.open_nursery() as nursery:
+        controller = await one_controller(nursery, tmp_path)
+        epochs = {broker_id: await register(controller, broker_id) for broker_id in (1, 2, 3)}
+        for broker_id, epoch in epochs.items():
+            await heartbeat(controller, broker_id, epoch)
+        await call(controller, "CreateTopics", 7, CreateTopics(timeout_ms=5000, validate_only=False, topics=[
+            CreateTopics.CreatableTopic(name="t", num_partitions=1, replication_factor=3, assignments=[], configs=[])]))
+        topic = controller.image.topics["t"]
+        state = topic.partitions[0]
+        leader = state.leader
+        follower = next(r for r in state.replicas if r != leader)
+
+        async def alter(broker_id, isr, partition_epoch, leader_epoch=state.leader_epoch, version=2):
+            partition = AlterPartition.TopicData.PartitionData(
+                partition_index=0, leader_epoch=leader_epoch, partition_epoch=partition_epoch,
+                new_isr=list(isr), new_isr_with_epochs=[
+                    AlterPartition.TopicData.PartitionData.BrokerState(broker_id=b, broker_epoch=epochs[b]) for b in isr])
+            response = await call(controller, "AlterPartition", version, AlterPartition(
+                broker_id=broker_id, broker_epoch=epochs[broker_id],
+                topics=[AlterPartition.TopicData(topic_id=topic.topic_id, partitions=[partition])]))
+            return response.error_code, response.topics[0].partitions[0] if response.topics else None
+
+        shrunk = [r for r in state.isr if r != follower]
+        code, answer = await alter(leader, shrunk, state.partition_epoch)
+        assert (code, answer.error_code, answer.isr, answer.partition_epoch) == (
+            ErrorCode.NONE, ErrorCode.NONE, shrunk, state.partition_epoch + 1)
+        assert controller.image.topics["t"].partitions[0].isr == tuple(shrunk)
+        assert (await alter(leader, state.isr, state.partition_epoch))[1].error_code == ErrorCode.INVALID_UPDATE_VERSION
+        assert (await alter(follower, state.isr, state.partition_epoch + 1))[1].error_code == ErrorCode.INVALID_REQUEST
+        assert (await alter(leader, state.isr, state.partition_epoch + 1, leader_epoch=state.leader_epoch - 1)
+                )[1].error_code == ErrorCode.FENCED_LEADER_EPOCH
+        await heartbeat(controller, follower, epochs[follower], shut_down=True)  # fenced: may not rejoin
+        now = controller.image.topics["t"].partitions[0]
+        code, answer = await alter(leader, [*now.isr, follower], now.partition_epoch, now.leader_epoch, version=3)
+        assert answer.error_code == ErrorCode.INELIGIBLE_REPLICA
+        nursery.cancel_scope.cancel()
+
+
+@pytest.mark.trio
+async def test_producer_id_blocks_never_overlap(tmp_path):
+    async with trio.open_nursery() as nursery:
+        controller = await one_controller(nursery, tmp_path)
+        epoch = await register(controller, 1)
+        blocks = []
+        for _ in range(3):
+            answer = await call(controller, "AllocateProducerIds", 0, AllocateProducerIds(broker_id=1, broker_epoch=epoch))
+            assert answer.error_code == ErrorCode.NONE
+            blocks.append((answer.producer_id_start, answer.producer_id_start + answer.producer_id_len))
+        assert all(end <= next_start for (_, end), (next_start, _) in zip(blocks, blocks[1:]))
+        stale = await call(controller, "AllocateProducerIds", 0, AllocateProducerIds(broker_id=1, broker_epoch=epoch - 1))
+        assert stale.error_code == ErrorCode.STALE_BROKER_EPOCH
+        nursery.cancel_scope.cancel()

@@ -1,4 +1,4 @@
-"""KRaft cluster control: ISR changes, broker registration and heartbeats."""
+"""KRaft cluster control: ISR changes, broker registration and heartbeats, producer-id blocks."""
 
 ALTER_PARTITION = """
 AlterPartition 56 versions 2-3 flexible 0+
@@ -80,4 +80,19 @@ response
   should_shut_down: bool
 """
 
-DECLARATIONS = [ALTER_PARTITION, BROKER_REGISTRATION, BROKER_HEARTBEAT]
+# A broker's next block of producer ids, handed out by the active controller (KIP-730).
+ALLOCATE_PRODUCER_IDS = """
+AllocateProducerIds 67 versions 0 flexible 0+
+
+request
+  broker_id: int32
+  broker_epoch: int64 = -1
+
+response
+  throttle_time_ms: int32
+  error_code: int16
+  producer_id_start: int64
+  producer_id_len: int32
+"""
+
+DECLARATIONS = [ALTER_PARTITION, BROKER_REGISTRATION, BROKER_HEARTBEAT, ALLOCATE_PRODUCER_IDS]
