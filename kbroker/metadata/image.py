@@ -53,6 +53,7 @@ class MetadataImage:
     topics: dict[str, TopicImage] = field(default_factory=dict)
     version: int = 0  # bumps with every applied change; caches key on it
     next_producer_id: int = 0  # the first id of the next producer-id block to hand out
+    topic_names: dict[uuid.UUID, str] = field(default_factory=dict)  # topic id -> name, kept with ``topics``
 
     @property
     def live_brokers(self) -> tuple[BrokerEndpoint, ...]:
@@ -60,10 +61,8 @@ class MetadataImage:
         return tuple(broker for broker in self.brokers if not broker.fenced)
 
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicImage | None:
-        for topic in self.topics.values():
-            if topic.topic_id == topic_id:
-                return topic
-        return None
+        name = self.topic_names.get(topic_id)
+        return None if name is None else self.topics[name]
 
 
 TOPIC_RESOURCE = 2  # ConfigResource type of a topic, as in DescribeConfigs
@@ -74,8 +73,10 @@ def apply_record(image: MetadataImage, record) -> MetadataImage:
     topics = image.topics
     if isinstance(record, records.TopicRecord):
         topics = {**topics, record.name: TopicImage(record.name, record.topic_id, ())}
+        names = {**image.topic_names, record.topic_id: record.name}
+        return replace(image, topics=topics, topic_names=names, version=image.version + 1)
     elif isinstance(record, records.PartitionRecord):
-        topic = _topic_by_id(topics, record.topic_id)
+        topic = _topic_by_id(image, record.topic_id)
         partition = PartitionState(
             record.partition_id, record.leader, record.leader_epoch, tuple(record.replicas), tuple(record.isr),
             max(record.partition_epoch, 0),
@@ -95,7 +96,7 @@ def apply_record(image: MetadataImage, record) -> MetadataImage:
             configs[record.name] = record.value
         topics = {**topics, topic.name: replace(topic, configs=configs)}
     elif isinstance(record, records.PartitionChangeRecord):
-        topic = _topic_by_id(topics, record.topic_id)
+        topic = _topic_by_id(image, record.topic_id)
         old = topic.partitions[record.partition_id]
         leader = old.leader if record.leader == -2 else record.leader
         partition = replace(
@@ -120,15 +121,17 @@ def apply_record(image: MetadataImage, record) -> MetadataImage:
     elif isinstance(record, records.ProducerIdsRecord):
         return replace(image, next_producer_id=record.next_producer_id, version=image.version + 1)
     elif isinstance(record, records.RemoveTopicRecord):
-        topic = _topic_by_id(topics, record.topic_id)
+        topic = _topic_by_id(image, record.topic_id)
         topics = {name: value for name, value in topics.items() if name != topic.name}
+        names = {topic_id: name for topic_id, name in image.topic_names.items() if topic_id != record.topic_id}
+        return replace(image, topics=topics, topic_names=names, version=image.version + 1)
     else:
         return replace(image, version=image.version + 1)
     return replace(image, topics=topics, version=image.version + 1)
 
 
-def _topic_by_id(topics: dict[str, TopicImage], topic_id: uuid.UUID) -> TopicImage:
-    for topic in topics.values():
-        if topic.topic_id == topic_id:
-            return topic
-    raise KeyError(f"no topic with id {topic_id}")
+def _topic_by_id(image: MetadataImage, topic_id: uuid.UUID) -> TopicImage:
+    topic = image.topic_by_id(topic_id)
+    if topic is None:
+        raise KeyError(f"no topic with id {topic_id}")
+    return topic
