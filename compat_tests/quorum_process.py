@@ -4,6 +4,7 @@ fill and stall it); a test ends only the processes it started, by their PIDs."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -17,7 +18,7 @@ DescribeQuorumRequest = API_BY_NAME["DescribeQuorum"].request_class
 
 QUICK_QUORUM = ("controller.quorum.election.timeout.ms=1000", "controller.quorum.fetch.timeout.ms=1000",
                 "controller.quorum.request.timeout.ms=1000", "broker.heartbeat.interval.ms=200",
-                "broker.session.timeout.ms=3000")
+                "broker.session.timeout.ms=3000", "replica.lag.time.max.ms=2000")
 
 
 class QuorumNode(BrokerProcess):
@@ -40,6 +41,12 @@ class QuorumNode(BrokerProcess):
         return f"127.0.0.1:{self.client_port}"
 
     def start(self, voters: str, timeout_s: float = 30) -> None:
+        self.launch(voters)
+        self.wait_ready(timeout_s)
+
+    def launch(self, voters: str) -> None:
+        """Start the process without waiting: a broker of a quorum serves once the quorum has unfenced it,
+        so the nodes of a cluster start together."""
         listeners = [f"PLAINTEXT://127.0.0.1:{self.client_port}"] if self.client_port is not None else []
         listeners += [f"CONTROLLER://127.0.0.1:{self.controller_port}"] if self.controller_port is not None else []
         roles = ",".join(role for role, port in (("broker", self.client_port), ("controller", self.controller_port))
@@ -49,13 +56,16 @@ class QuorumNode(BrokerProcess):
                     f"log.dirs={self.data_dir}", *self.overrides]
         command = [sys.executable, "-m", "kbroker.cli", *(part for s in settings for part in ("--override", s))]
         self.directory.mkdir(parents=True, exist_ok=True)
-        start = self.log_path.stat().st_size if self.log_path.exists() else 0
+        self._log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
         with open(self.log_path, "a") as log:
-            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, text=True)
+            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, text=True,
+                                            env=_without_test_knobs(os.environ))
+
+    def wait_ready(self, timeout_s: float = 30) -> None:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             with open(self.log_path) as log:
-                log.seek(start)
+                log.seek(self._log_start)
                 if "ready on" in log.read():
                     return
             if self.process.poll() is not None:
@@ -91,7 +101,9 @@ class Quorum:
 
     def start(self) -> None:
         for node in self.nodes + self.brokers:
-            node.start(self.voters)
+            node.launch(self.voters)
+        for node in self.nodes + self.brokers:
+            node.wait_ready()
 
     def node(self, node_id: int) -> QuorumNode:
         return self.nodes[node_id - 1]
@@ -133,3 +145,9 @@ def until(condition, timeout_s: float, what: str):
             return value
         time.sleep(0.05)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+def _without_test_knobs(environ) -> dict:
+    """The environment for a node: KBROKER_* variables are broker settings, and the tests' own knobs
+    (KBROKER_NEMESIS_CYCLES, KBROKER_RAFT_SEEDS, ...) are not; every setting a node gets is an --override."""
+    return {name: value for name, value in environ.items() if not name.startswith("KBROKER_")}

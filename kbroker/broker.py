@@ -23,7 +23,9 @@ import trio
 from kbroker.config import BrokerConfig
 from kbroker.controller.channel import ControllerChannel, ControllerUnavailable
 from kbroker.lifecycle import BrokerLifecycle
+from kbroker.fetcher import ReplicaFetchers
 from kbroker.flusher import Flusher
+from kbroker.isr import IsrManager
 from kbroker.group.shell import GroupShell
 from kbroker.log_maintenance import LogMaintenance
 from kbroker.txn.shell import TxnShell
@@ -107,6 +109,8 @@ class Broker:
         self._nursery: trio.Nursery | None = None
         self.flusher: Flusher | None = None  # started by run()
         self.producer_ids = ProducerIdBlock()
+        self.fetchers = ReplicaFetchers(self) if quorum is not None else None
+        self.isr = IsrManager(self) if quorum is not None else None
         self.groups = GroupShell(self)
         self.transactions = TxnShell(self)
         self.write_lock = trio.Lock()  # admin changes are planned and committed one at a time
@@ -117,6 +121,10 @@ class Broker:
     def metadata_offset(self) -> int:
         """The offset of the last metadata change this broker has applied (heartbeats report it)."""
         return self.quorum.state.applied_offset if self.quorum is not None else -1
+
+    def min_insync_replicas(self, topic) -> int:
+        """The topic's min.insync.replicas (its override, else the broker's)."""
+        return int(topic.configs.get("min.insync.replicas") or self.config.get("min.insync.replicas"))
 
     def leads(self, topic, index: int) -> bool:
         """Whether this broker leads partition ``index`` of ``topic`` (a TopicImage): produce and fetch go here."""
@@ -207,10 +215,24 @@ class Broker:
         self._image_changed(previous)
 
     def _image_changed(self, before: MetadataImage) -> None:
-        """Open, reconfigure and delete logs as the image changed from ``before``."""
+        """Open, reconfigure and delete logs as the image changed from ``before``; tell this broker's
+        replicas of their new leaders, epochs and ISRs, and its fetchers whom to fetch from."""
         for name, topic in self.image.topics.items():
-            if before.topics.get(name) is not topic:  # new topics, and new partitions of existing ones
+            if before.topics.get(name) is not topic:  # new topics, new partitions, leader and ISR changes
                 self._open_logs(topic)
+                for state in topic.partitions:
+                    replica = self._partitions.get((name, state.partition))
+                    if self.node_id not in state.replicas and (name, state.partition) in self.logs.logs:
+                        logger.info("%s-%d: reassigned away from this broker; deleting its log", name, state.partition)
+                        self._partitions.pop((name, state.partition), None)
+                        self.logs.delete(name, state.partition)
+                    elif replica is not None:
+                        replica.update(state.leader, state.leader_epoch, state.replicas, state.isr)
+        if self.fetchers is not None:
+            self.fetchers.update()
+        for runtime in (self.groups, self.transactions):
+            if before.topics.get(runtime.topic) is not self.image.topics.get(runtime.topic):
+                runtime.leadership_changed()
         for name, topic in self.image.topics.items():
             if name in before.topics and before.topics[name].configs != topic.configs:
                 self.apply_topic_config(name)
@@ -226,11 +248,14 @@ class Broker:
         return None
 
     def partition(self, topic: str, index: int) -> Partition:
-        """The partition this broker leads (single node: every partition)."""
+        """This broker's replica of a partition (it leads it, or follows its leader)."""
         key = (topic, index)
         partition = self._partitions.get(key)
         if partition is None:
-            partition = self._partitions[key] = Partition(topic, index, self.logs.logs[key], self.flusher)
+            state = self.image.topics[topic].partitions[index]
+            partition = self._partitions[key] = Partition(
+                topic, index, self.logs.logs[key], self.flusher, state.leader_epoch, node_id=self.node_id,
+                replicas=state.replicas, isr=state.isr, leader=state.leader)
         return partition
 
     def apply_topic_config(self, name: str) -> None:
@@ -265,14 +290,18 @@ class Broker:
                 await nursery.start(self.groups.run)
                 await nursery.start(self.transactions.run)
                 nursery.start_soon(LogMaintenance(self.logs, self.config).run)
+                endpoint = self._advertised_endpoint(settings)
+                if self.lifecycle is not None:
+                    # As Kafka's brokers: serve clients once the quorum has this broker registered, caught up
+                    # with the metadata and unfenced (until then it would show clients an empty cluster).
+                    nursery.start_soon(self.lifecycle.run, (endpoint.host, endpoint.port), self.config.get("broker.rack"))
+                    await nursery.start(self.fetchers.run)
+                    await nursery.start(self.isr.run)
+                    await self.lifecycle.unfenced.wait()
                 listeners = await nursery.start(self.server.serve, settings.host, settings.port, settings.sockets)
                 self.port = listeners[0].socket.getsockname()[1]
-                endpoint = BrokerEndpoint(
-                    settings.node_id, settings.advertised_host or settings.host, settings.advertised_port or self.port
-                )
-                if self.lifecycle is not None:
-                    nursery.start_soon(self.lifecycle.run, (endpoint.host, endpoint.port), self.config.get("broker.rack"))
-                else:
+                if self.lifecycle is None:
+                    endpoint = self._advertised_endpoint(settings)
                     self.image = replace(self.image, brokers=(endpoint,), version=self.image.version + 1)
                 task_status.started((endpoint.host, endpoint.port))
         finally:
@@ -280,6 +309,13 @@ class Broker:
             self.logs.close()
             if self.metadata_log is not None:
                 self.metadata_log.close()
+
+    def _advertised_endpoint(self, settings: BrokerSettings) -> BrokerEndpoint:
+        """Where clients reach this broker: the advertised listener, else the bound one."""
+        port = settings.advertised_port or self.port or settings.port
+        if not port and settings.sockets:
+            port = settings.sockets[0].getsockname()[1]
+        return BrokerEndpoint(settings.node_id, settings.advertised_host or settings.host, port)
 
     async def shutdown(self) -> None:
         """Stop in order: in a quorum, give up partition leaderships, then the quorum's leadership."""
@@ -290,11 +326,23 @@ class Broker:
 
 
 def _every_result_not_controller(response) -> bool:
-    """A forwarded admin response to retry at another controller: it, or each of its results, says NOT_CONTROLLER."""
+    """A forwarded admin response to retry at another controller: it, or each of its results (however
+    deeply nested: topics, then partitions), says NOT_CONTROLLER."""
     if getattr(response, "error_code", None) == ErrorCode.NOT_CONTROLLER:
         return True
-    codes = [result.error_code for field in ("topics", "results", "responses") for result in getattr(response, field, None) or ()]
+    codes = list(_result_codes(response))
     return bool(codes) and all(code == ErrorCode.NOT_CONTROLLER for code in codes)
+
+
+def _result_codes(value):
+    """The error codes of the innermost results in a response's lists."""
+    for field in ("topics", "results", "responses", "partitions", "partition_result", "replica_election_results"):
+        for result in getattr(value, field, None) or ():
+            inner = list(_result_codes(result))
+            if inner:
+                yield from inner
+            elif hasattr(result, "error_code"):
+                yield result.error_code
 
 
 def _fsync_all(paths: list[str]) -> None:

@@ -235,6 +235,10 @@ SETTINGS: tuple[Setting, ...] = (
        AtLeast(0)),
     _S("unclean.leader.election.enable", "bool", False, "Let an out-of-sync replica become leader, losing data."),
     _S("auto.leader.rebalance.enable", "bool", True, "Move leadership back to preferred replicas."),
+    _S("leader.imbalance.check.interval.seconds", "long", 300, "How often the controller looks for leaders to "
+       "move back to their preferred replicas.", AtLeast(1)),
+    _S("leader.imbalance.per.broker.percentage", "int", 10, "Share of a broker's preferred leaderships held "
+       "elsewhere above which they are moved back.", AtLeast(0)),
     _S("replica.lag.time.max.ms", "long", 30000, "A follower that has not caught up for this long leaves the ISR."),
     _S("replica.fetch.wait.max.ms", "int", 500, "Longest wait of a follower's fetch."),
     _S("replica.fetch.max.bytes", "int", 1024**2, "Bytes a follower asks for per partition.", AtLeast(0)),

@@ -111,8 +111,7 @@ class CoordinatorRuntime:
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
-            if self.topic in self.broker.image.topics:
-                self._load_all()
+            self.leadership_changed()
             task_status.started()
             await self._fire_timers()
 
@@ -131,13 +130,34 @@ class CoordinatorRuntime:
         broker.create_topics_soon([request])
         if self.topic not in broker.image.topics:  # asked of the active controller: the client retries
             raise CoordinatorError(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{self.topic} is being created")
-        self._load_all()
+        self.leadership_changed()
 
-    def _load_all(self) -> None:
-        for partition in range(len(self.broker.image.topics[self.topic].partitions)):
-            if partition not in self.coordinator.loaded and partition not in self.coordinator.loading:
-                self.coordinator.begin_load(partition)
+    def coordinator_node(self, key: str) -> int:
+        """The broker coordinating ``key``: the leader of the topic partition holding its records (-1: none now)."""
+        topic = self.broker.image.topics.get(self.topic)
+        return -1 if topic is None else topic.partitions[self.partition_of(key)].leader
+
+    def leadership_changed(self) -> None:
+        """Load the partitions of the topic this broker now leads, and drop those it no longer leads
+        (their waiters hear NOT_COORDINATOR and find the new coordinator)."""
+        topic = self.broker.image.topics.get(self.topic)
+        if topic is None or self._nursery is None:
+            return
+        coordinator = self.coordinator
+        for state in topic.partitions:
+            partition = state.partition
+            held = partition in coordinator.loaded or partition in coordinator.loading
+            if state.leader == self.broker.node_id and not held:
+                self.begin_load(partition, state.leader_epoch)
                 self._nursery.start_soon(self._load, partition)
+            elif state.leader != self.broker.node_id and held:
+                logger.info("%s-%d: no longer led here; unloading", self.topic, partition)
+                for step in coordinator.unload(partition) or ():
+                    if isinstance(step, Respond):
+                        self._respond(step, None)
+
+    def begin_load(self, partition: int, leader_epoch: int) -> None:
+        self.coordinator.begin_load(partition)
 
     async def _load(self, partition: int) -> None:
         """Rebuild the partition's state from its records, yielding between reads."""
@@ -170,6 +190,8 @@ class CoordinatorRuntime:
                     if count % _LOAD_RECORDS_PER_TURN == 0:  # other requests are served meanwhile
                         await trio.lowlevel.checkpoint()
             await trio.lowlevel.checkpoint()
+        if partition not in self.coordinator.loading:
+            return  # unloaded meanwhile: leadership moved on
         for key, effects in self.loaded(partition, now_ms()):
             self.apply(key, effects)
         self._timers_changed.set()
@@ -258,7 +280,7 @@ class CoordinatorRuntime:
             batch = build_batch([Record(offset_delta=i, key=k, value=v) for i, (k, v) in enumerate(encoded)],
                                 base_timestamp=now_ms(), **transactional)
             partition = self.broker.partition(self.topic, index)
-            appended = partition.log.append(bytearray(batch), leader_epoch=partition.leader_epoch, origin="coordinator")
+            appended = partition.append(bytearray(batch), origin="coordinator")
         except (OSError, KeyError) as error:
             logger.error("%s-%d: records of %r not written: %s", self.topic, index, key, error)
             return error
@@ -279,7 +301,7 @@ class CoordinatorRuntime:
                 else:
                     partition, last_offset = step
                     try:
-                        await partition.wait_durable(last_offset)
+                        await partition.wait_committed(last_offset)
                     except OSError as error:
                         logger.error("%s: records of %r not made durable: %s", self.topic, key, error)
                         failed = error

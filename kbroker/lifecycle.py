@@ -38,6 +38,7 @@ class BrokerLifecycle:
         self.broker_epoch = -1
         self.fenced = True
         self.registered = trio.Event()
+        self.unfenced = trio.Event()  # set at the first heartbeat that finds this broker unfenced
 
     async def run(self, endpoint: tuple[str, int], rack: str | None) -> None:
         while True:
@@ -97,6 +98,8 @@ class BrokerLifecycle:
             if self.fenced != response.is_fenced:
                 logger.info("broker %d is %s", self.broker.node_id, "fenced" if response.is_fenced else "unfenced")
             self.fenced = response.is_fenced
+            if not self.fenced:
+                self.unfenced.set()
         return response.error_code
 
     def _heartbeat_request(self, *, want_shut_down: bool):

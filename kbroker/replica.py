@@ -1,35 +1,83 @@
-"""A partition this broker leads: its log, durability and the high watermark.
+"""A partition replica on this broker: its log, durability, the high watermark and, as leader, its ISR.
 
-On a single node the high watermark is the durable end of the log: a batch
-becomes visible to consumers once it is fsynced, which is also when an
-``acks=all`` produce is answered (DESIGN.md, rule 5). Many producers share
-each fsync: the first one waiting hands it to the broker's flusher thread
-(kbroker/flusher.py), the others wait for it (group commit).
+A batch is committed once every in-sync replica has it on disk; the high
+watermark is the end of what is committed, and consumers read below it
+(DESIGN.md, rule 5). The leader's own part is its fsynced end: many producers
+share each fsync (kbroker/flusher.py, group commit). A follower fsyncs what it
+fetched before it fetches again, so the offset it fetches from is what it holds
+durably; the leader's high watermark is the least of those offsets over the ISR
+and its own. With no other replica in the ISR (a single node, say) the high
+watermark is simply the durable end of the log.
+
+As leader it also keeps the ISR honest (Kafka's rules): a follower that has not
+caught up with the log end for ``replica.lag.time.max.ms`` is dropped from it, one
+that reaches the high watermark is added back, each through AlterPartition at the
+controller (kbroker/isr.py); the image then says what the ISR is.
 """
 
 from __future__ import annotations
 
+import time
+
 import trio
 
 from kbroker.flusher import Flusher
-from log.partition_log import Log
+from log.partition_log import AppendResult, Log
+
+
+def _now_ms() -> int:
+    return int(time.monotonic() * 1000)
 
 
 class Partition:
-    def __init__(self, topic: str, index: int, log: Log, flusher: Flusher, leader_epoch: int = 0) -> None:
+    def __init__(self, topic: str, index: int, log: Log, flusher: Flusher, leader_epoch: int = 0, *,
+                 node_id: int = -1, replicas: tuple[int, ...] = (), isr: tuple[int, ...] = (), leader: int = -1) -> None:
         self.topic = topic
         self.index = index
         self.log = log
         self.leader_epoch = leader_epoch
+        self.node_id = node_id
+        self.leader = leader
+        self.replicas = replicas
+        self.isr = isr
         self._flusher = flusher
         self._flushing: trio.Event | None = None  # set when the fsync under way is done
         self._flush_error: BaseException | None = None
         self._wanted = -1  # the highest offset someone asked to be made durable
         self._advanced = trio.Event()  # set (and replaced) whenever the high watermark moves
+        self._appended = trio.Event()  # set (and replaced) whenever the log grows (followers' fetches wait on it)
+        # The high watermark when others' copies count (a replicated partition); None: the durable end.
+        self._high_watermark: int | None = None if len(replicas) <= 1 else log.log_start_offset
+        self.follower_offsets: dict[int, int] = {}  # leader: each follower's durable end, as its fetches say
+        self.caught_up_ms: dict[int, int] = {}  # leader: when each follower last fetched from the log end
+        self.pending_isr: tuple[int, ...] | None = None  # leader: an ISR change sent to the controller
+
+    # -- roles ---------------------------------------------------------------------------------------------
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leader == self.node_id
+
+    def update(self, leader: int, leader_epoch: int, replicas: tuple[int, ...], isr: tuple[int, ...]) -> None:
+        """The image's word on this partition (a new leader, epoch, ISR or replica set)."""
+        became_leader = leader == self.node_id and (not self.is_leader or leader_epoch != self.leader_epoch)
+        self.leader, self.leader_epoch, self.replicas, self.isr = leader, leader_epoch, replicas, isr
+        self.pending_isr = None
+        if len(replicas) > 1 and self._high_watermark is None:
+            self._high_watermark = min(self.log.recovery_point, self.log.log_end_offset)
+        if became_leader:
+            now = _now_ms()
+            self.follower_offsets = {}
+            self.caught_up_ms = {replica: now for replica in replicas if replica != self.node_id}
+        self._advance()
+
+    # -- the high watermark ---------------------------------------------------------------------------------------
 
     @property
     def high_watermark(self) -> int:
-        return self.log.recovery_point
+        if self._high_watermark is None:
+            return self.log.recovery_point
+        return self._high_watermark
 
     @property
     def last_stable_offset(self) -> int:
@@ -39,6 +87,66 @@ class Partition:
         """An event set the next time the high watermark moves (for long-polling fetches)."""
         return self._advanced
 
+    def appended(self) -> trio.Event:
+        """An event set the next time the log grows (for followers' long-polling fetches)."""
+        return self._appended
+
+    def counted_isr(self) -> tuple[int, ...]:
+        """The ISR the high watermark waits for: while a change is pending, the larger of the two."""
+        if self.pending_isr is None:
+            return self.isr
+        return tuple(dict.fromkeys(self.isr + self.pending_isr))
+
+    def _advance(self) -> None:
+        """Move the high watermark to what the ISR holds (leader) and wake whoever waits on it."""
+        if self._high_watermark is not None and self.is_leader:
+            durable = min(self.log.recovery_point, self.log.log_end_offset)
+            others = [self.follower_offsets.get(replica, -1) for replica in self.counted_isr() if replica != self.node_id]
+            committed = min([durable, *others])
+            if committed > self._high_watermark:
+                self._high_watermark = committed
+        advanced, self._advanced = self._advanced, trio.Event()
+        advanced.set()
+
+    def follower_fetched(self, replica: int, fetch_offset: int, now_ms: int | None = None) -> None:
+        """Leader: follower ``replica`` fetches from ``fetch_offset``, so it holds everything below it."""
+        now_ms = _now_ms() if now_ms is None else now_ms
+        if fetch_offset >= self.log.log_end_offset:
+            self.caught_up_ms[replica] = now_ms
+        if self.follower_offsets.get(replica) != fetch_offset:
+            self.follower_offsets[replica] = fetch_offset
+            self._advance()
+
+    def follow_high_watermark(self, leader_high_watermark: int) -> None:
+        """Follower: the leader's high watermark, as far as this log reaches."""
+        if self._high_watermark is None:
+            return
+        high_watermark = min(leader_high_watermark, self.log.log_end_offset)
+        if high_watermark != self._high_watermark:
+            self._high_watermark = high_watermark
+            self._advance()
+
+    def truncated(self) -> None:
+        """Follower: the log was cut back to its leader's; the high watermark never points past the end."""
+        if self._high_watermark is not None and self._high_watermark > self.log.log_end_offset:
+            self._high_watermark = self.log.log_end_offset
+
+    # -- appends and durability ---------------------------------------------------------------------------------
+
+    def append(self, records, **options) -> AppendResult:
+        """Append as leader (offsets and this leader's epoch stamped in place); followers' fetches wake."""
+        result = self.log.append(records, leader_epoch=self.leader_epoch, **options)
+        self._wake_fetchers()
+        return result
+
+    def append_replicated(self, records) -> AppendResult:
+        """Append as follower: the leader's batches with their offsets and epochs."""
+        return self.log.append(records, assign_offsets=False, origin="replication")
+
+    def _wake_fetchers(self) -> None:
+        appended, self._appended = self._appended, trio.Event()
+        appended.set()
+
     def start_flush(self, offset: int) -> None:
         """Have everything up to ``offset`` made durable, without waiting: a flush starts now,
         or follows the one under way if that began before ``offset`` was appended."""
@@ -47,7 +155,7 @@ class Partition:
             self._begin_flush()
 
     async def wait_durable(self, offset: int) -> None:
-        """Return once everything up to ``offset`` is fsynced, sharing fsyncs with other waiters."""
+        """Return once everything up to ``offset`` is fsynced here, sharing fsyncs with other waiters."""
         self.start_flush(offset)
         while self.log.recovery_point <= offset:
             if self._flushing is None:  # the last flush failed: try again
@@ -55,6 +163,13 @@ class Partition:
             await self._flushing.wait()
             if self._flush_error is not None:
                 raise self._flush_error
+
+    async def wait_committed(self, offset: int) -> None:
+        """Return once everything up to ``offset`` is committed: fsynced here and held by the whole ISR.
+        The caller bounds the wait (a follower may stop fetching; then the ISR shrinks first)."""
+        await self.wait_durable(offset)
+        while self.high_watermark <= offset:
+            await self._advanced.wait()
 
     def _begin_flush(self) -> None:
         self._flushing = trio.Event()
@@ -71,5 +186,4 @@ class Partition:
         if error is None and self.log.recovery_point <= wanted:
             self._begin_flush()
         flushing.set()
-        advanced, self._advanced = self._advanced, trio.Event()
-        advanced.set()
+        self._advance()

@@ -84,6 +84,8 @@ class Server:
             pass
         except* DecodeError as errors:
             logger.info("closing connection from %s: %s", peer, errors.exceptions[0])
+        except* Exception as errors:  # a bug in a handler: this connection closes, the broker goes on
+            logger.error("closing connection from %s after an unexpected error", peer, exc_info=errors.exceptions[0])
         finally:
             self.connections -= 1
             await stream.aclose()

@@ -160,6 +160,10 @@ class Controller:
             error = await self.submit(change) if change else None
             if error is not None:
                 return error, []
+            done = partitions.completed_reassignments(self.image) if change else []
+            if done:  # the ISR now holds every new replica of a reassignment: drop the old ones
+                logger.info("completing %d partition reassignment(s)", len(done))
+                await self.submit(done)
             image = self.image
             answers = []
             for request, (code, partition, record) in zip(wanted, checked):
@@ -199,11 +203,30 @@ class Controller:
                     if await self.submit(brokers.fence_records(self.image, broker)) is not None:
                         break
 
+    async def _rebalance_leaders(self) -> None:
+        """On the active controller, with auto.leader.rebalance.enable: every
+        leader.imbalance.check.interval.seconds, give leaderships back to their preferred replicas
+        where a broker holds too few of its own (leader.imbalance.per.broker.percentage)."""
+        config = self.config
+        while True:
+            await trio.sleep(config.get("leader.imbalance.check.interval.seconds"))
+            if not (config.get("auto.leader.rebalance.enable") and self.is_active):
+                continue
+            async with self.write_lock:
+                if not self.is_active:
+                    continue
+                moves = partitions.imbalanced(self.image, config.get("leader.imbalance.per.broker.percentage"))
+                change = [partitions.elect(self.image, name, index, partitions.PREFERRED)[1] for name, index in moves]
+                if change:
+                    logger.info("moving %d leaderships back to their preferred replicas", len(change))
+                    await self.submit(change)
+
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         try:
             async with trio.open_nursery() as nursery:
                 await nursery.start(self.driver.run)
                 nursery.start_soon(self._fence_expired_brokers)
+                nursery.start_soon(self._rebalance_leaders)
                 listeners = await nursery.start(self.server.serve, self.host, self.port, self.sockets)
                 host, port = listeners[0].socket.getsockname()[:2]
                 task_status.started((host, port))

@@ -48,7 +48,8 @@ def image_records(image: MetadataImage) -> list:
             change.append(records.PartitionRecord(
                 partition_id=partition.partition, topic_id=topic.topic_id, replicas=list(partition.replicas),
                 isr=list(partition.isr), leader=partition.leader, leader_epoch=partition.leader_epoch,
-                partition_epoch=partition.partition_epoch))
+                partition_epoch=partition.partition_epoch, adding_replicas=list(partition.adding),
+                removing_replicas=list(partition.removing)))
         for name, value in sorted(topic.configs.items()):
             change.append(records.ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name=topic.name, name=name,
                                                value=value))

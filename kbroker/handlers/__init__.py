@@ -83,7 +83,7 @@ def metadata_change(refusal):
 
 _MODULES = ("api_versions", "metadata", "create_topics", "delete_topics", "produce", "fetch", "list_offsets", "init_producer_id",
             "describe_configs", "alter_configs", "incremental_alter_configs",
-            "create_partitions", "delete_records", "describe_cluster", "describe_log_dirs", "describe_producers",
+            "create_partitions", "elect_leaders", "alter_partition_reassignments", "delete_records", "describe_cluster", "describe_log_dirs", "describe_producers",
             "describe_topic_partitions", "get_telemetry_subscriptions", "find_coordinator",
             "join_group", "sync_group", "heartbeat", "leave_group", "offset_commit", "offset_fetch", "offset_delete",
             "list_groups", "describe_groups", "delete_groups",

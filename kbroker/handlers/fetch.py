@@ -42,8 +42,17 @@ async def handle(broker, context, request):
             return _read(broker, request, context.api_version)[0]
 
 
+def _replica_of(request) -> int:
+    """The broker id of a follower's fetch (v15+ carries it in replica_state); -1 for a consumer."""
+    state = getattr(request, "replica_state", None)
+    if state is not None and state.replica_id >= 0:
+        return state.replica_id
+    return request.replica_id if request.replica_id is not None else -1
+
+
 def _read(broker, request, version):
-    """The response as of now, the bytes it carries and the partitions it could wait on."""
+    """The response as of now, the bytes it carries and the events it could wait on."""
+    replica = _replica_of(request)
     total = 0
     waitable = []
     topics = []
@@ -63,16 +72,50 @@ def _read(broker, request, version):
                 result.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
                 continue
             partition = broker.partition(topic.name, wanted.partition)
-            total += _read_partition(partition, wanted, request, result, max(0, request.max_bytes - total), first=total == 0)
-            waitable.append(partition)
+            if _fenced(partition, wanted, result) or (replica >= 0 and _diverged(partition, wanted, result)):
+                continue
+            if replica >= 0:
+                partition.follower_fetched(replica, wanted.fetch_offset)
+                if replica not in partition.isr and wanted.fetch_offset >= partition.high_watermark and broker.isr:
+                    broker.isr.wake.set()  # caught up: back into the ISR
+            total += _read_partition(partition, wanted, request, result, max(0, request.max_bytes - total),
+                                     first=total == 0, to_log_end=replica >= 0)
+            waitable.append(partition.appended() if replica >= 0 else partition.advanced())
         topics.append(TopicResult(topic=fetch_topic.topic, topic_id=topic.topic_id if topic else fetch_topic.topic_id or ZERO_UUID, partitions=results))
     return FetchResponse(responses=topics), total, waitable
 
 
-def _read_partition(partition, wanted, request, result, budget: int, first: bool) -> int:
+def _fenced(partition, wanted, result) -> bool:
+    """A fetch at another leader epoch than this leader's (KIP-320): the client's metadata is stale."""
+    epoch = wanted.current_leader_epoch
+    if epoch is None or epoch < 0 or epoch == partition.leader_epoch:
+        return False
+    result.error_code = ErrorCode.FENCED_LEADER_EPOCH if epoch < partition.leader_epoch else ErrorCode.UNKNOWN_LEADER_EPOCH
+    return True
+
+
+def _diverged(partition, wanted, result) -> bool:
+    """A follower whose last epoch ends earlier here than its log does: tell it where to truncate."""
+    log = partition.log
+    if wanted.last_fetched_epoch is None or wanted.last_fetched_epoch < 0 or log.leader_epochs is None:
+        return False
+    epoch, end_offset = log.leader_epochs.end_offset_for(wanted.last_fetched_epoch, log.log_end_offset)
+    if epoch < 0:  # an epoch this log never saw, or none at all: the follower keeps no more than this log holds
+        epoch, end_offset = wanted.last_fetched_epoch, log.log_end_offset
+    if epoch == wanted.last_fetched_epoch and end_offset >= wanted.fetch_offset:
+        return False
+    result.diverging_epoch = PartitionResult.EpochEndOffset(epoch=epoch, end_offset=min(end_offset, wanted.fetch_offset))
+    result.high_watermark = partition.high_watermark
+    result.log_start_offset = log.log_start_offset
+    return True
+
+
+def _read_partition(partition, wanted, request, result, budget: int, first: bool, to_log_end: bool = False) -> int:
     log = partition.log
     high_watermark = partition.high_watermark
     upper_bound = partition.last_stable_offset if request.isolation_level == READ_COMMITTED else high_watermark
+    if to_log_end:  # a follower copies everything; it learns what is committed from the high watermark
+        upper_bound = None
     result.high_watermark = high_watermark
     result.last_stable_offset = partition.last_stable_offset
     result.log_start_offset = log.log_start_offset
@@ -93,8 +136,8 @@ def _read_partition(partition, wanted, request, result, budget: int, first: bool
     return region.length
 
 
-async def _wait_for_any(partitions, seconds: float) -> None:
-    events = {id(p): p.advanced() for p in partitions}.values()
+async def _wait_for_any(events, seconds: float) -> None:
+    events = {id(event): event for event in events}.values()
     with trio.move_on_after(seconds):
         async with trio.open_nursery() as nursery:
             for event in events:

@@ -40,10 +40,10 @@ def _find(broker, key_type: int, key: str) -> Coordinator:
         (broker.transactions if key_type == TRANSACTION else broker.groups).ensure_topic()
     except CoordinatorError as error:
         return _refused(key, ErrorCode.COORDINATOR_NOT_AVAILABLE, str(error))
-    node_id = broker.settings.node_id
-    endpoint = next((b for b in broker.image.brokers if b.node_id == node_id), None)
+    node_id = (broker.transactions if key_type == TRANSACTION else broker.groups).coordinator_node(key)
+    endpoint = next((b for b in broker.image.live_brokers if b.node_id == node_id), None)
     if endpoint is None:
-        return _refused(key, ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not registered yet")
+        return _refused(key, ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available now")
     return Coordinator(key=key, node_id=node_id, host=endpoint.host, port=endpoint.port)
 
 

@@ -11,6 +11,8 @@ as Kafka does, before it is appended.
 
 from __future__ import annotations
 
+import trio
+
 from kbroker import handlers
 from kbroker.txn.verification import add_to_transaction, verify_in_transaction
 from log.partition_log import ProducerStateError
@@ -47,6 +49,8 @@ async def handle(broker, context, request):
                 result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             elif not broker.leads(topic, data.index):
                 result.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+            elif request.acks == -1 and len(topic.partitions[data.index].isr) < broker.min_insync_replicas(topic):
+                result.error_code = ErrorCode.NOT_ENOUGH_REPLICAS  # refused before anything is written
             else:
                 partition = broker.partition(topic.name, data.index)
                 if version >= _TRANSACTION_VERSION_2_FROM and request.transactional_id:
@@ -54,18 +58,24 @@ async def handle(broker, context, request):
                 last_offset = _append(broker, request.transactional_id, partition, data.records, result, version)
                 if last_offset is not None:
                     partition.start_flush(last_offset)  # acks 0 and 1 do not wait for it; consumers do
-                    durable_waits.append((partition, last_offset))
+                    durable_waits.append((topic, partition, last_offset, result))
             partitions.append(result)
         topics.append(TopicResult(name=topic_data.name, partition_responses=partitions))
 
     response = ProduceResponse(responses=topics)
     if request.acks == -1 and durable_waits:
 
-        async def durable():
-            for partition, last_offset in durable_waits:  # their fsyncs are all under way already
-                await partition.wait_durable(last_offset)
+        async def committed():
+            with trio.move_on_after(max(request.timeout_ms, 0) / 1000):
+                for _, partition, last_offset, _ in durable_waits:  # their fsyncs are all under way already
+                    await partition.wait_committed(last_offset)
+            for topic, partition, last_offset, result in durable_waits:
+                if partition.high_watermark <= last_offset:
+                    result.error_code = ErrorCode.REQUEST_TIMED_OUT  # written here, not (yet) on the whole ISR
+                elif len(partition.isr) < broker.min_insync_replicas(topic):
+                    result.error_code = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
 
-        return handlers.Deferred(response, durable)
+        return handlers.Deferred(response, committed)
     return None if request.acks == 0 else response
 
 
@@ -109,7 +119,7 @@ def _append(broker, transactional_id: str | None, partition, records, result, ve
     try:
         if isinstance(records, bytes) or memoryview(records).readonly:
             records = bytearray(records)  # the log stamps offsets in place; frames from the server are writable already
-        appended = log.append(records, leader_epoch=partition.leader_epoch, validated=True)
+        appended = partition.append(records, validated=True)
     except ProducerStateError as error:
         result.error_code = error.error_code
         result.error_message = str(error)

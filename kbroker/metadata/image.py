@@ -31,6 +31,8 @@ class PartitionState:
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
     partition_epoch: int = 0  # bumps with every change of the partition's leader, ISR or replicas
+    adding: tuple[int, ...] = ()  # a reassignment under way: replicas joining ...
+    removing: tuple[int, ...] = ()  # ... and replicas leaving once the joiners are in the ISR
 
 
 @dataclass(frozen=True)
@@ -79,7 +81,7 @@ def apply_record(image: MetadataImage, record) -> MetadataImage:
         topic = _topic_by_id(image, record.topic_id)
         partition = PartitionState(
             record.partition_id, record.leader, record.leader_epoch, tuple(record.replicas), tuple(record.isr),
-            max(record.partition_epoch, 0),
+            max(record.partition_epoch, 0), tuple(record.adding_replicas or ()), tuple(record.removing_replicas or ()),
         )
         if record.partition_id == len(topic.partitions):  # the next one, as topics are created and grown
             partitions = topic.partitions + (partition,)
@@ -103,6 +105,8 @@ def apply_record(image: MetadataImage, record) -> MetadataImage:
             old, leader=leader, leader_epoch=old.leader_epoch + (leader != old.leader),
             isr=old.isr if record.isr is None else tuple(record.isr),
             replicas=old.replicas if record.replicas is None else tuple(record.replicas),
+            adding=old.adding if record.adding_replicas is None else tuple(record.adding_replicas),
+            removing=old.removing if record.removing_replicas is None else tuple(record.removing_replicas),
             partition_epoch=old.partition_epoch + 1)
         partitions = tuple(partition if p.partition == record.partition_id else p for p in topic.partitions)
         topics = {**topics, topic.name: replace(topic, partitions=partitions)}

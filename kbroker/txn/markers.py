@@ -35,7 +35,7 @@ async def write_markers(broker, producer_id: int, producer_epoch: int, commit: b
         partition = broker.partition(topic, index)
         batch = bytearray(build_control_batch(kind, producer_id, producer_epoch, coordinator_epoch, now_ms))
         try:
-            result = partition.log.append(batch, leader_epoch=partition.leader_epoch, origin="coordinator")
+            result = partition.append(batch, origin="coordinator")
         except ProducerStateError as error:
             errors[(topic, index)] = error.error_code
             continue
@@ -45,7 +45,7 @@ async def write_markers(broker, producer_id: int, producer_epoch: int, commit: b
             broker.groups.transaction_ended(index, producer_id, commit)
     for key, partition, last_offset in appended:
         try:
-            await partition.wait_durable(last_offset)
+            await partition.wait_committed(last_offset)
         except OSError:
             errors[key] = ErrorCode.KAFKA_STORAGE_ERROR
         else:

@@ -52,6 +52,9 @@ class TxnShell(CoordinatorRuntime):
 
         return TransactionCoordinator(txn_config(self.broker.config), lambda: self.broker.producer_ids.take(self.broker))
 
+    def begin_load(self, partition: int, leader_epoch: int) -> None:
+        self.coordinator.begin_load(partition, coordinator_epoch=leader_epoch)  # Kafka's coordinator epoch
+
     def topic_request(self) -> TopicRequest:
         config = self.broker.config
         return TopicRequest(TRANSACTION_STATE_TOPIC, config.transaction_state_log_num_partitions,

@@ -1,0 +1,114 @@
+"""Group coordination across a coordinator failover on a three-broker cluster.
+
+``__consumer_offsets`` is replicated like any topic (offsets.topic.replication.factor=3): when
+the broker leading a group's offsets partition dies, another replica becomes its leader, loads
+the partition and coordinates the group; the committed offsets are all there.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from compat_tests import raw_client
+from compat_tests.quorum_process import Quorum, until
+from wire.errors import ErrorCode
+from wire.schema import API_BY_NAME
+
+pytestmark = pytest.mark.timeout(300)
+
+FindCoordinator = API_BY_NAME["FindCoordinator"].request_class
+REPLICATED_INTERNAL_TOPICS = ("offsets.topic.replication.factor=3", "transaction.state.log.replication.factor=3",
+                              "transaction.state.log.min.isr=2", "offsets.topic.num.partitions=6",
+                              "broker.session.timeout.ms=2000")
+MESSAGES = 3000
+
+
+def coordinator_of(cluster: Quorum, group: str) -> int:
+    for node in cluster.nodes:
+        if not node.running:
+            continue
+        try:
+            response = raw_client.call(node.client_port, "FindCoordinator", 3,
+                                       FindCoordinator(key=group, key_type=0))
+        except OSError:
+            continue
+        if response.error_code == ErrorCode.NONE:
+            return response.node_id
+    return -1
+
+
+def consume(consumer: Consumer, count: int, seen: set, timeout_s: float) -> None:
+    """Poll until ``count`` distinct values are seen, committing every 100 messages (a commit the
+    coordinator cannot take now is simply made again later, as an application would)."""
+    deadline = time.monotonic() + timeout_s
+    polled = 0
+    while len(seen) < count and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and message.error() is None:
+            seen.add(message.value())
+            polled += 1
+            if polled % 100 == 0:
+                commit(consumer)
+
+
+def commit(consumer: Consumer) -> None:
+    try:
+        consumer.commit(asynchronous=False)
+    except KafkaException as error:
+        if error.args[0].code() != KafkaError._NO_OFFSET:  # nothing new to commit is fine
+            raise
+
+
+def _committed(consumer: Consumer) -> bool:
+    try:
+        commit(consumer)
+        return True
+    except KafkaException:
+        return False
+
+
+def test_a_group_carries_on_when_its_coordinator_dies(tmp_path):
+    cluster = Quorum(tmp_path, combined=True, overrides=REPLICATED_INTERNAL_TOPICS)
+    try:
+        cluster.start()
+        bootstrap = ",".join(node.bootstrap for node in cluster.nodes)
+        admin = AdminClient({"bootstrap.servers": bootstrap})  # kept: its futures die with it
+        admin.create_topics([NewTopic("work", 3, 3, config={"min.insync.replicas": "2"})])["work"].result(15)
+        producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True})
+        for i in range(MESSAGES):
+            producer.produce("work", value=b"%d" % i, partition=i % 3)
+        assert producer.flush(30) == 0
+
+        settings = {"bootstrap.servers": bootstrap, "group.id": "workers", "enable.auto.commit": False,
+                    "auto.offset.reset": "earliest", "session.timeout.ms": 10000}
+        consumer = Consumer(settings)
+        consumer.subscribe(["work"])
+        seen: set = set()
+        consume(consumer, MESSAGES // 3, seen, 60)
+        commit(consumer)
+        coordinator = until(lambda: coordinator_of(cluster, "workers"), 10, "the group's coordinator")
+        cluster.node(coordinator).kill()
+        moved_to = until(lambda: (c := coordinator_of(cluster, "workers")) not in (-1, coordinator) and c, 30,
+                         "another coordinator")
+        print(f"\ncoordinator of 'workers' moved from broker {coordinator} to {moved_to}")
+        consume(consumer, MESSAGES, seen, 90)
+        until(lambda: _committed(consumer), 30, "a last commit through the new coordinator")
+        consumer.close()
+        assert len(seen) == MESSAGES
+
+        again = Consumer(settings)  # everything was committed, through the new coordinator: nothing is left
+        again.subscribe(["work"])
+        leftover = []
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            message = again.poll(0.5)
+            if message is not None and message.error() is None:
+                leftover.append(message.value())
+        again.close()
+        assert leftover == []
+    finally:
+        cluster.close()

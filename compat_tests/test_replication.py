@@ -1,0 +1,278 @@
+"""Replication under a nemesis: no acknowledged write lost across leader kills and restarts.
+
+Three combined broker+controller processes, a topic with replication factor 3 and
+min.insync.replicas=2, an idempotent confluent-kafka producer with acks=all writing
+all the while. The nemesis SIGKILLs the leader of a partition, lets the cluster carry
+on without it, then restarts it; ``KBROKER_NEMESIS_CYCLES`` cycles (10 by default).
+Afterwards compat_tests/replication_checker.py compares what the producer was told
+with what a consumer reads and with every replica's log, byte for byte.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import pytest
+from confluent_kafka import Consumer, ElectionType, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from kafka import KafkaAdminClient
+from kafka import TopicPartition as KafkaTopicPartition
+from kafka.admin import NewTopic as KafkaNewTopic
+
+from compat_tests.quorum_process import Quorum, until
+from compat_tests.replication_checker import check
+from log.partition_log import Log
+
+pytestmark = pytest.mark.timeout(900)
+
+CYCLES = int(os.environ.get("KBROKER_NEMESIS_CYCLES", "10"))
+TOPIC = "jepsen"
+PARTITIONS = 3
+FAST_FAILOVER = ("broker.session.timeout.ms=2000", "replica.lag.time.max.ms=2000")
+
+
+class Writer:
+    """Writes "<partition>:<sequence>" to each partition in turn until stopped; keeps what was acknowledged."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                                  "message.timeout.ms": 120000, "linger.ms": 5})
+        self.acknowledged: list[tuple[int, int, str]] = []
+        self.failed = 0
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _delivered(self, error, message) -> None:
+        if error is None:
+            self.acknowledged.append((message.partition(), message.offset(), message.value().decode()))
+        else:
+            self.failed += 1
+
+    def _run(self) -> None:
+        sequence = [0] * PARTITIONS
+        deadline = time.monotonic() + 600
+        while not self.stop.is_set() and time.monotonic() < deadline:
+            for partition in range(PARTITIONS):
+                try:
+                    self.producer.produce(TOPIC, value=f"{partition}:{sequence[partition]}".encode(),
+                                          partition=partition, on_delivery=self._delivered)
+                    sequence[partition] += 1
+                except BufferError:
+                    pass
+            self.producer.poll(0.01)
+        self.producer.flush(150)
+
+
+def leader_of(cluster: Quorum, partition: int) -> int:
+    for node in cluster.nodes:
+        if node.running:
+            try:
+                metadata = AdminClient({"bootstrap.servers": node.bootstrap}).list_topics(TOPIC, timeout=5)
+                return metadata.topics[TOPIC].partitions[partition].leader
+            except Exception:
+                continue
+    return -1
+
+
+def read_back(bootstrap: str) -> list[tuple[int, int, str]]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "checker", "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest", "enable.partition.eof": True})
+    try:
+        consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
+        read, finished = [], set()
+        deadline = time.monotonic() + 120
+        while len(finished) < PARTITIONS and time.monotonic() < deadline:
+            message = consumer.poll(1)
+            if message is None:
+                continue
+            if message.error():
+                if message.error().code() == -191:  # _PARTITION_EOF
+                    finished.add(message.partition())
+                continue
+            read.append((message.partition(), message.offset(), message.value().decode()))
+        return read
+    finally:
+        consumer.close()
+
+
+def replica_logs(cluster: Quorum) -> dict:
+    """Per partition, per broker: the bytes of every batch in the replica's log (brokers stopped)."""
+    copies: dict = {}
+    for node in cluster.nodes:
+        for partition in range(PARTITIONS):
+            log = Log.open(str(node.data_dir / f"{TOPIC}-{partition}"))
+            try:
+                copies.setdefault(partition, {})[node.node_id] = log.read_bytes(0, 1 << 30, min_one_batch=True)
+            finally:
+                log.close()
+    return copies
+
+
+def test_no_acknowledged_write_is_lost_across_leader_kills(tmp_path):
+    cluster = Quorum(tmp_path, combined=True, overrides=FAST_FAILOVER)
+    try:
+        cluster.start()
+        admin = AdminClient({"bootstrap.servers": cluster.node(1).bootstrap})
+        admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3, config={"min.insync.replicas": "2"})])[TOPIC].result(15)
+        until(lambda: leader_of(cluster, 0) > 0, 15, "a leader")
+        writer = Writer(",".join(node.bootstrap for node in cluster.nodes))
+        writer.thread.start()
+        kills = []
+        for cycle in range(CYCLES):
+            time.sleep(1.0)
+            victim_id = leader_of(cluster, cycle % PARTITIONS)
+            if victim_id <= 0:
+                continue
+            victim = cluster.node(victim_id)
+            victim.kill()
+            kills.append(victim_id)
+            time.sleep(2.5)  # the others fence it, elect new leaders and go on without it
+            victim.start(cluster.voters)
+        time.sleep(2)
+        writer.stop.set()
+        writer.thread.join(180)
+        until(lambda: all(node.running for node in cluster.nodes), 5, "every node up")
+        time.sleep(4)  # followers catch up and rejoin the ISR
+        read = read_back(",".join(node.bootstrap for node in cluster.nodes))
+        for node in cluster.nodes:
+            node.stop()
+        verdict = check(writer.acknowledged, read, replica_logs(cluster))
+        print(f"\nnemesis: {len(kills)} leader kills (brokers {kills}); {verdict}; "
+              f"{writer.failed} writes not acknowledged")
+        assert verdict.acknowledged > 1000 and len(kills) >= CYCLES - 1
+        assert verdict.anomalies == 0, (verdict.lost[:5], verdict.duplicated[:5], verdict.conflicting[:5],
+                                        verdict.reordered[:5], verdict.diverged)
+    finally:
+        cluster.close()
+
+
+def test_with_two_of_three_replicas_down_acks_all_is_refused_until_they_return(tmp_path):
+    """Controllers apart from the brokers (so the quorum outlives them): two brokers die, the controller
+    fences them and the ISR shrinks to one, below min.insync.replicas=2: acks=all produce answers
+    NOT_ENOUGH_REPLICAS and writes nothing. The brokers come back, catch up, rejoin the ISR: writes resume."""
+    cluster = Quorum(tmp_path, brokers=3, overrides=FAST_FAILOVER)
+    try:
+        cluster.start()
+        first = cluster.brokers[0]
+        admin = AdminClient({"bootstrap.servers": first.bootstrap})
+        admin.create_topics([NewTopic("quorum", 1, 3,
+                                      config={"min.insync.replicas": "2"})])["quorum"].result(15)
+
+        def produce(value: bytes):
+            outcome = []
+            producer = Producer({"bootstrap.servers": first.bootstrap, "acks": "all", "retries": 0,
+                                 "message.timeout.ms": 10000, "enable.idempotence": False})
+            producer.produce("quorum", value=value, partition=0, on_delivery=lambda error, _: outcome.append(error))
+            producer.flush(15)
+            return outcome[0] if outcome else "no answer"
+
+        until(lambda: produce(b"before") is None, 15, "a first write")
+        metadata = admin.list_topics("quorum", timeout=5).topics["quorum"].partitions[0]
+        others = [node for node in cluster.brokers if node.node_id != metadata.leader]
+        leader = next(node for node in cluster.brokers if node.node_id == metadata.leader)
+        for node in others:
+            node.kill()
+        admin = AdminClient({"bootstrap.servers": leader.bootstrap})
+        until(lambda: len(admin.list_topics("quorum", timeout=5).topics["quorum"].partitions[0].isrs) == 1, 20,
+              "the ISR to shrink to the leader")
+        refused = produce(b"refused")
+        assert refused is not None and refused.name() == "NOT_ENOUGH_REPLICAS", refused
+        for node in others:
+            node.start(cluster.voters)
+        until(lambda: len(admin.list_topics("quorum", timeout=5).topics["quorum"].partitions[0].isrs) == 3, 30,
+              "the returned brokers back in the ISR")
+        assert produce(b"after") is None
+        consumer = Consumer({"bootstrap.servers": leader.bootstrap, "group.id": "q", "enable.partition.eof": True,
+                             "auto.offset.reset": "earliest"})
+        consumer.assign([TopicPartition("quorum", 0, 0)])
+        values = []
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            message = consumer.poll(1)
+            if message is not None and message.error() is None:
+                values.append(message.value())
+            elif message is not None and message.error().code() == -191:
+                break
+        consumer.close()
+        assert values == [b"before", b"after"]  # nothing was written for the refused produce
+    finally:
+        cluster.close()
+
+
+@pytest.mark.parametrize("how", ["elect_leaders", "auto_rebalance"])
+def test_leadership_returns_to_preferred_replicas(tmp_path, how):
+    """A restarted broker gets its leaderships back: through ElectLeaders (confluent-kafka's
+    elect_leaders), or with auto.leader.rebalance.enable by the controller on its own."""
+    auto = "true" if how == "auto_rebalance" else "false"
+    cluster = Quorum(tmp_path, combined=True, overrides=FAST_FAILOVER + ("leader.imbalance.check.interval.seconds=1",
+                                                                           f"auto.leader.rebalance.enable={auto}"))
+    try:
+        cluster.start()
+        admin = AdminClient({"bootstrap.servers": cluster.node(1).bootstrap})
+        admin.create_topics([NewTopic("prefer", 3, 3)])["prefer"].result(15)
+
+        def leaders(node) -> dict:
+            found = AdminClient({"bootstrap.servers": node.bootstrap}).list_topics("prefer", timeout=5)
+            return {p: (m.leader, m.replicas[0], len(m.isrs)) for p, m in found.topics["prefer"].partitions.items()}
+
+        assert all(leader == preferred for leader, preferred, _ in until(lambda: leaders(cluster.node(1)), 10, "").values())
+        victim = cluster.node(2)
+        victim.kill()
+        until(lambda: all(leader != 2 for leader, _, _ in leaders(cluster.node(1)).values()), 20, "leaders moved off 2")
+        victim.start(cluster.voters)
+        if how == "auto_rebalance":
+            until(lambda: all(leader == preferred for leader, preferred, _ in leaders(cluster.node(1)).values()), 30,
+                  "preferred leaders again, with no request")
+            return
+        until(lambda: all(isr == 3 for _, _, isr in leaders(cluster.node(1)).values()), 30, "2 back in every ISR")
+        assert any(leader != preferred for leader, preferred, _ in leaders(cluster.node(1)).values())
+        partitions = [TopicPartition("prefer", p) for p in range(3)]
+        results = admin.elect_leaders(ElectionType.PREFERRED, partitions).result(15)
+        assert sum(error is None for error in results.values()) == 1  # the one partition broker 2 prefers
+        until(lambda: all(leader == preferred for leader, preferred, _ in leaders(cluster.node(1)).values()), 15,
+              "preferred leaders again")
+    finally:
+        cluster.close()
+
+
+def test_a_partition_reassigned_under_load_loses_nothing(tmp_path):
+    """Replicas {1,2,3} -> {1,2,4} (kafka-python's alter_partition_reassignments) while an acks=all
+    producer writes: broker 4 catches up and joins the ISR before 3 is dropped; nothing acknowledged
+    is lost, and broker 3 no longer holds the partition."""
+    cluster = Quorum(tmp_path, combined=True, brokers=1, overrides=FAST_FAILOVER)
+    try:
+        cluster.start()
+        bootstrap = ",".join(node.bootstrap for node in cluster.nodes + cluster.brokers)
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        mover = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=15000)
+        try:
+            mover.create_topics([KafkaNewTopic(TOPIC, num_partitions=-1, replication_factor=-1,
+                                               replica_assignments={p: [1, 2, 3] for p in range(PARTITIONS)},
+                                               topic_configs={"min.insync.replicas": "2"})])
+            until(lambda: leader_of(cluster, PARTITIONS - 1) > 0, 15, "leaders")
+            writer = Writer(bootstrap)
+            writer.thread.start()
+            time.sleep(2)
+            accepted = mover.alter_partition_reassignments(
+                {KafkaTopicPartition(TOPIC, p): [1, 2, 4] for p in range(PARTITIONS)})
+            assert all(error is None for error in accepted.values()), accepted
+
+            def placed() -> dict:
+                found = admin.list_topics(TOPIC, timeout=5).topics[TOPIC].partitions
+                return {p: sorted(m.replicas) for p, m in found.items()}
+            until(lambda: placed() == {p: [1, 2, 4] for p in range(PARTITIONS)}, 60, "the reassignments to complete")
+            assert not mover.list_partition_reassignments()
+        finally:
+            mover.close()
+        time.sleep(2)  # more writes on the new replica set
+        writer.stop.set()
+        writer.thread.join(180)
+        read = read_back(bootstrap)
+        verdict = check(writer.acknowledged, read)
+        print(f"\nreassignment {{1,2,3}} -> {{1,2,4}} under load: {verdict}")
+        assert verdict.acknowledged > 500 and verdict.anomalies == 0, (verdict.lost[:5], verdict.duplicated[:5])
+        assert not (cluster.node(3).data_dir / f"{TOPIC}-0").exists()
+    finally:
+        cluster.close()

@@ -1,0 +1,171 @@
+"""Followers' replication: this broker fetches the partitions it follows from their leaders.
+
+One task per leader broker, one connection to it, one Fetch (v12, the client's own
+API with this broker's id as ``replica_id``) for every partition followed from it.
+For each partition the follower sends its log end (which it holds durably: it
+fsyncs what it appended before fetching again) and the epoch of its last batch.
+The leader answers with batches, which are appended with the leader's offsets
+and epochs, and its high watermark; or with a diverging epoch (KIP-320): the
+follower's log holds batches the leader's does not, so it truncates to where
+they part and fetches again. Batches stay opaque bytes throughout.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import trio
+
+from wire import DecodeError
+from wire.errors import ErrorCode
+from wire.frame import decode_response, encode_request, read_frame
+from wire.records import iter_batches
+from wire.schema import API_BY_NAME
+
+logger = logging.getLogger("kbroker.fetcher")
+
+FETCH = API_BY_NAME["Fetch"]
+FetchRequest = FETCH.request_class
+FETCH_VERSION = 12  # by topic name, with last_fetched_epoch and diverging_epoch
+
+
+class ReplicaFetchers:
+    def __init__(self, broker) -> None:
+        self.broker = broker
+        self.config = broker.config
+        self._tasks: dict[int, trio.CancelScope] = {}  # leader id -> its fetcher's scope
+        self._nursery: trio.Nursery | None = None
+
+    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            self.update()
+            task_status.started()
+            await trio.sleep_forever()
+
+    def followed(self, leader: int) -> list:
+        """The partitions this broker follows from ``leader``, as the image says now."""
+        broker = self.broker
+        found = []
+        for topic in broker.image.topics.values():
+            for state in topic.partitions:
+                if state.leader == leader and broker.node_id in state.replicas and leader != broker.node_id:
+                    found.append(broker.partition(topic.name, state.partition))
+        return found
+
+    def update(self) -> None:
+        """Start a fetcher for each leader this broker now follows something from; stop the others."""
+        if self._nursery is None:
+            return
+        broker = self.broker
+        leaders = {state.leader for topic in broker.image.topics.values() for state in topic.partitions
+                   if broker.node_id in state.replicas and state.leader not in (-1, broker.node_id)}
+        for leader in set(self._tasks) - leaders:
+            self._tasks.pop(leader).cancel()
+        for leader in leaders - set(self._tasks):
+            scope = self._tasks[leader] = trio.CancelScope()
+            self._nursery.start_soon(self._fetch_from, leader, scope)
+
+    async def _fetch_from(self, leader: int, scope: trio.CancelScope) -> None:
+        backoff_s = self.config.get("replica.fetch.backoff.ms") / 1000
+        wait_ms = self.config.get("replica.fetch.wait.max.ms")
+        with scope:
+            while True:
+                endpoint = next((b for b in self.broker.image.brokers if b.node_id == leader), None)
+                if endpoint is None:
+                    await trio.sleep(backoff_s)
+                    continue
+                try:
+                    stream = await trio.open_tcp_stream(endpoint.host, endpoint.port)
+                except OSError:
+                    await trio.sleep(backoff_s)
+                    continue
+                async with stream:
+                    try:
+                        await self._session(stream, leader, wait_ms)
+                    except (OSError, trio.BrokenResourceError, trio.TooSlowError, DecodeError, EOFError) as error:
+                        logger.info("replica fetcher for leader %d: %r", leader, error)
+                    except Exception:  # a bug here must not take the broker down: log it, fetch again later
+                        logger.exception("replica fetcher for leader %d failed", leader)
+                await trio.sleep(backoff_s)
+
+    async def _session(self, stream, leader: int, wait_ms: int) -> None:
+        correlation_id = 0
+        while True:
+            partitions = self.followed(leader)
+            if not partitions:
+                await trio.sleep(0.1)
+                continue
+            correlation_id += 1
+            request = self._request(partitions, wait_ms)
+            with trio.fail_after(wait_ms / 1000 + 30):
+                await stream.send_all(encode_request(FETCH.key, FETCH_VERSION, correlation_id,
+                                                     f"replica-{self.broker.node_id}", request))
+                _, response = decode_response(FETCH.key, FETCH_VERSION, await read_frame(stream))
+            if response.error_code != ErrorCode.NONE:
+                await trio.sleep(self.config.get("replica.fetch.backoff.ms") / 1000)
+                continue
+            by_key = {(p.topic, p.index): p for p in partitions}
+            waits = []
+            for topic in response.responses:
+                for answer in topic.partitions:
+                    partition = by_key.get((topic.topic, answer.partition_index))
+                    if partition is not None and partition.leader == leader:
+                        last = self._apply(partition, answer)
+                        if last is not None:
+                            waits.append((partition, last))
+            for partition, last in waits:  # what was appended is on disk before its offsets are reported
+                await partition.wait_durable(last)
+
+    def _request(self, partitions, wait_ms: int):
+        topics: dict[str, list] = {}
+        max_bytes = self.config.get("replica.fetch.max.bytes")
+        for partition in partitions:
+            log = partition.log
+            last_epoch = log.leader_epochs.latest_epoch if log.leader_epochs is not None else None
+            topics.setdefault(partition.topic, []).append(FetchRequest.FetchTopic.FetchPartition(
+                partition=partition.index, current_leader_epoch=partition.leader_epoch,
+                fetch_offset=log.log_end_offset, last_fetched_epoch=-1 if last_epoch is None else last_epoch,
+                log_start_offset=log.log_start_offset, partition_max_bytes=max_bytes))
+        return FetchRequest(
+            replica_id=self.broker.node_id, max_wait_ms=wait_ms, min_bytes=1,
+            max_bytes=self.config.get("replica.fetch.response.max.bytes"), isolation_level=0, session_id=0,
+            session_epoch=-1, topics=[FetchRequest.FetchTopic(topic=name, partitions=wanted)
+                                      for name, wanted in topics.items()],
+            forgotten_topics_data=[], rack_id="")
+
+    def _apply(self, partition, answer) -> int | None:
+        """One partition's answer; the last offset appended, if any."""
+        log = partition.log
+        if answer.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
+            if log.log_end_offset < answer.log_start_offset or log.log_end_offset == 0:
+                log.truncate_fully_and_start_at(answer.log_start_offset)  # the leader no longer has what follows ours
+            else:
+                log.truncate_to(max(answer.high_watermark, log.log_start_offset))
+            partition.truncated()
+            return None
+        if answer.error_code != ErrorCode.NONE:
+            return None  # a leadership change on its way through the metadata: asked again next round
+        diverging = answer.diverging_epoch
+        if diverging is not None and diverging.end_offset >= 0:
+            logger.info("%s-%d: truncating to %d (diverged from leader epoch %d)", partition.topic, partition.index,
+                        diverging.end_offset, diverging.epoch)
+            log.truncate_to(diverging.end_offset)
+            partition.truncated()
+            return None
+        last = None
+        records = bytes(answer.records or b"")
+        whole = _whole_batches(records)
+        if whole:
+            last = partition.append_replicated(bytearray(whole)).last_offset
+            partition.start_flush(last)
+        partition.follow_high_watermark(answer.high_watermark)
+        return last
+
+
+def _whole_batches(data: bytes) -> bytes:
+    """The whole batches at the front of ``data`` (a fetch may end inside one)."""
+    end = 0
+    for position, header in iter_batches(memoryview(data), allow_partial_tail=True):
+        end = position + header.batch_length + 12
+    return data[:end]

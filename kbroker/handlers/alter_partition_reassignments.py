@@ -1,0 +1,77 @@
+"""AlterPartitionReassignments (45) and ListPartitionReassignments (46): moving partitions' replicas.
+
+A reassignment adds the new replicas first; they fetch from the leader and join the ISR, and only
+then are the old ones dropped (kbroker/controller/partitions.py), so a partition is never held by
+fewer in-sync copies than before while it moves.
+"""
+
+from kbroker import handlers
+from kbroker.controller.partitions import completed_reassignments, reassign
+from wire.errors import ErrorCode
+from wire.schema import API_BY_NAME
+
+AlterResponse = API_BY_NAME["AlterPartitionReassignments"].response_class
+TopicResult = AlterResponse.ReassignableTopicResponse
+PartitionResult = TopicResult.ReassignablePartitionResponse
+ListResponse = API_BY_NAME["ListPartitionReassignments"].response_class
+
+
+def _answer(results) -> object:
+    return AlterResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None, responses=[
+        TopicResult(name=name, partitions=[PartitionResult(partition_index=p, error_code=code, error_message=None)
+                                           for p, code in partitions]) for name, partitions in results])
+
+
+def _refusal(request):
+    return _answer([(t.name, [(p.partition_index, ErrorCode.NOT_CONTROLLER) for p in t.partitions])
+                    for t in request.topics])
+
+
+@handlers.handles("AlterPartitionReassignments", 0, 1)
+@handlers.metadata_change(_refusal)
+async def alter(owner, context, request):
+    results, change = [], []
+    keep_factor = context.api_version >= 1 and not request.allow_replication_factor_change
+    image = owner.image
+    for topic in request.topics:
+        answers = []
+        for wanted in topic.partitions:
+            target = None if wanted.replicas is None else list(wanted.replicas)
+            current = image.topics.get(topic.name)
+            if (keep_factor and target is not None and current is not None
+                    and 0 <= wanted.partition_index < len(current.partitions)
+                    and len(target) != len(current.partitions[wanted.partition_index].replicas)):
+                answers.append([wanted.partition_index, ErrorCode.INVALID_REPLICATION_FACTOR])
+                continue
+            code, record = reassign(image, topic.name, wanted.partition_index, target)
+            answers.append([wanted.partition_index, code])
+            if record is not None:
+                change.append(record)
+        results.append((topic.name, answers))
+    error = await owner.submit(change) if change else None
+    if error is None and change:
+        done = completed_reassignments(owner.image)  # replicas only removed: nothing to wait for
+        if done:
+            error = await owner.submit(done)
+    for _, answers in results:
+        for answer in answers:
+            if error is not None and answer[1] == ErrorCode.NONE:
+                answer[1] = error
+    return _answer([(name, [tuple(a) for a in answers]) for name, answers in results])
+
+
+@handlers.handles("ListPartitionReassignments", 0, 0)
+async def list_reassignments(owner, context, request):
+    wanted = None if request.topics is None else {t.name: set(t.partition_indexes) for t in request.topics}
+    topics = []
+    for name, topic in sorted(owner.image.topics.items()):
+        if wanted is not None and name not in wanted:
+            continue
+        ongoing = [ListResponse.OngoingTopicReassignment.OngoingPartitionReassignment(
+            partition_index=state.partition, replicas=list(state.replicas), adding_replicas=list(state.adding),
+            removing_replicas=list(state.removing))
+            for state in topic.partitions
+            if (state.adding or state.removing) and (wanted is None or state.partition in wanted[name])]
+        if ongoing:
+            topics.append(ListResponse.OngoingTopicReassignment(name=name, partitions=ongoing))
+    return ListResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None, topics=topics)

@@ -1,0 +1,52 @@
+"""ElectLeaders (43): preferred or unclean leader election, decided by the active controller."""
+
+from kbroker import handlers
+from kbroker.controller.partitions import PREFERRED, elect
+from wire.errors import ErrorCode
+from wire.schema import API_BY_NAME
+
+ElectLeadersResponse = API_BY_NAME["ElectLeaders"].response_class
+TopicResult = ElectLeadersResponse.ReplicaElectionResult
+PartitionResult = TopicResult.PartitionResult
+
+
+def _wanted(owner, request) -> list[tuple[str, list[int]]]:
+    if request.topic_partitions is None:  # every partition
+        return [(name, [p.partition for p in topic.partitions]) for name, topic in sorted(owner.image.topics.items())]
+    return [(wanted.topic, list(wanted.partitions)) for wanted in request.topic_partitions]
+
+
+def _response(results) -> object:
+    return ElectLeadersResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, replica_election_results=[
+        TopicResult(topic=name, partition_result=[PartitionResult(partition_id=p, error_code=code, error_message=None)
+                                                  for p, code in partitions]) for name, partitions in results])
+
+
+def _refusal(request):
+    wanted = [] if request.topic_partitions is None else [(t.topic, list(t.partitions)) for t in request.topic_partitions]
+    return _response([(name, [(p, ErrorCode.NOT_CONTROLLER) for p in partitions]) for name, partitions in wanted])
+
+
+@handlers.handles("ElectLeaders", 0, 2)
+@handlers.metadata_change(_refusal)
+async def handle(owner, context, request):
+    election_type = request.election_type if context.api_version >= 1 else PREFERRED
+    results, change = [], []
+    for name, partitions in _wanted(owner, request):
+        answers = []
+        for partition in partitions:
+            code, record = elect(owner.image, name, partition, election_type)
+            answers.append([partition, code])
+            if record is not None:
+                change.append(record)
+        results.append((name, answers))
+    error = await owner.submit(change) if change else None
+    if error is not None:
+        for _, answers in results:
+            for answer in answers:
+                if answer[1] == ErrorCode.NONE:
+                    answer[1] = error
+    if request.topic_partitions is None:  # asked for all: only the partitions an election was held for
+        results = [(name, [a for a in answers if a[1] != ErrorCode.ELECTION_NOT_NEEDED]) for name, answers in results]
+        results = [(name, answers) for name, answers in results if answers]
+    return _response([(name, [tuple(a) for a in answers]) for name, answers in results])
