@@ -26,6 +26,7 @@ from kbroker.lifecycle import BrokerLifecycle
 from kbroker.fetcher import ReplicaFetchers
 from kbroker.flusher import Flusher
 from kbroker.isr import IsrManager
+from kbroker.txn.remote import VerificationGuards
 from kbroker.group.shell import GroupShell
 from kbroker.log_maintenance import LogMaintenance
 from kbroker.txn.shell import TxnShell
@@ -111,6 +112,7 @@ class Broker:
         self.producer_ids = ProducerIdBlock()
         self.fetchers = ReplicaFetchers(self) if quorum is not None else None
         self.isr = IsrManager(self) if quorum is not None else None
+        self.txn_guards = VerificationGuards()  # partitions verified with a coordinator elsewhere (KIP-890)
         self.groups = GroupShell(self)
         self.transactions = TxnShell(self)
         self.write_lock = trio.Lock()  # admin changes are planned and committed one at a time

@@ -24,6 +24,26 @@ class ControllerUnavailable(Exception):
     """No controller took the request within the call's time."""
 
 
+class RequestFailed(Exception):
+    """A request to another node got no answer: refused, cut, unreadable or too slow."""
+
+
+async def request_once(address: tuple[str, int], api_name: str, version: int, body, client_id: str,
+                       timeout_s: float):
+    """One request on a fresh connection to another node (a controller, a partition leader, a
+    transaction coordinator): its decoded response, or RequestFailed."""
+    api = API_BY_NAME[api_name]
+    frame = encode_request(api.key, version, 1, client_id, body)
+    try:
+        with trio.fail_after(timeout_s):
+            stream = await trio.open_tcp_stream(*address)
+            async with stream:
+                await stream.send_all(frame)
+                return decode_response(api.key, version, await read_frame(stream))[1]
+    except (OSError, trio.BrokenResourceError, trio.TooSlowError, DecodeError, EOFError) as error:
+        raise RequestFailed(f"{api_name} to {address[0]}:{address[1]}: {error!r}") from error
+
+
 def top_level_not_controller(response) -> bool:
     return getattr(response, "error_code", ErrorCode.NONE) == ErrorCode.NOT_CONTROLLER
 
@@ -39,24 +59,17 @@ class ControllerChannel:
         self._order = sorted(voters)
         self._next = 0
         self._avoid: int | None = None  # the controller that last failed or refused
-        self._correlation_id = 0
 
     async def call(self, api_name: str, version: int, body, *, deadline_s: float = 10.0,
                    not_controller=top_level_not_controller):
         """The active controller's response; ControllerUnavailable if none answered in ``deadline_s``."""
-        api = API_BY_NAME[api_name]
         with trio.move_on_after(deadline_s):
             while True:
                 target = self._target()
-                self._correlation_id += 1
-                frame = encode_request(api.key, version, self._correlation_id, self.client_id, body)
                 try:
-                    with trio.fail_after(self.request_timeout_s):
-                        stream = await trio.open_tcp_stream(*self.voters[target])
-                        async with stream:
-                            await stream.send_all(frame)
-                            _, response = decode_response(api.key, version, await read_frame(stream))
-                except (OSError, trio.BrokenResourceError, trio.TooSlowError, DecodeError, EOFError) as error:
+                    response = await request_once(self.voters[target], api_name, version, body, self.client_id,
+                                                  self.request_timeout_s)
+                except RequestFailed as error:
                     logger.debug("%s to controller %d failed: %r", api_name, target, error)
                     self._avoid = target
                     await trio.sleep(self.backoff_s)

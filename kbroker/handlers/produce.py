@@ -14,7 +14,7 @@ from __future__ import annotations
 import trio
 
 from kbroker import handlers
-from kbroker.txn.verification import add_to_transaction, verify_in_transaction
+from kbroker.txn.verification import add_to_transaction, ask_remote_coordinator, verify_in_transaction
 from log.partition_log import ProducerStateError
 from wire import DecodeError
 from wire.errors import ErrorCode
@@ -55,7 +55,10 @@ async def handle(broker, context, request):
                 partition = broker.partition(topic.name, data.index)
                 if version >= _TRANSACTION_VERSION_2_FROM and request.transactional_id:
                     await _add_to_transaction(broker, request.transactional_id, partition, data.records)
-                last_offset = _append(broker, request.transactional_id, partition, data.records, result, version)
+                remote = await _ask_remote_coordinator(broker, request.transactional_id, partition, data.records,
+                                                       add=version >= _TRANSACTION_VERSION_2_FROM)
+                last_offset = _append(broker, request.transactional_id, partition, data.records, result, version,
+                                      remote)
                 if last_offset is not None:
                     partition.start_flush(last_offset)  # acks 0 and 1 do not wait for it; consumers do
                     durable_waits.append((topic, partition, last_offset, result))
@@ -79,7 +82,8 @@ async def handle(broker, context, request):
     return None if request.acks == 0 else response
 
 
-def _append(broker, transactional_id: str | None, partition, records, result, version: int) -> int | None:
+def _append(broker, transactional_id: str | None, partition, records, result, version: int,
+            remote=None) -> int | None:
     """Append one partition's batch; the last offset written, or None with the error set in ``result``."""
     log = partition.log
     if records is None:
@@ -112,7 +116,7 @@ def _append(broker, transactional_id: str | None, partition, records, result, ve
     if header.is_transactional:
         error_code = verify_in_transaction(broker, transactional_id, partition.topic, partition.index,
                                            partition.log.producer_state, header.producer_id, header.producer_epoch,
-                                           abortable_known=version >= 11)
+                                           abortable_known=version >= 11, remote=remote)
         if error_code != ErrorCode.NONE:
             result.error_code = error_code
             return None
@@ -130,13 +134,28 @@ def _append(broker, transactional_id: str | None, partition, records, result, ve
     return appended.last_offset
 
 
-async def _add_to_transaction(broker, transactional_id: str, partition, records) -> None:
-    """For a transactional batch of a transaction version 2 client: join its transaction first."""
+def _transactional_header(records):
+    """The batch header of a transactional batch, else None (a bad batch is refused by the append's checks)."""
     try:
         header = next(iter_batches(records), (None, None))[1] if records is not None else None
     except DecodeError:
-        return  # refused by the append's own checks
-    if header is not None and header.is_transactional:
+        return None
+    return header if header is not None and header.is_transactional else None
+
+
+async def _ask_remote_coordinator(broker, transactional_id: str | None, partition, records, *, add: bool):
+    header = _transactional_header(records)
+    if header is None:
+        return None
+    return await ask_remote_coordinator(broker, transactional_id, partition.topic, partition.index,
+                                        partition.log.producer_state, header.producer_id, header.producer_epoch,
+                                        add=add)
+
+
+async def _add_to_transaction(broker, transactional_id: str, partition, records) -> None:
+    """For a transactional batch of a transaction version 2 client: join its transaction first."""
+    header = _transactional_header(records)
+    if header is not None:
         await add_to_transaction(broker, transactional_id, partition.topic, partition.index,
                                  partition.log.producer_state, header.producer_id, header.producer_epoch)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from kbroker import handlers
 from kbroker.effects import CoordinatorError
 from kbroker.group.shell import OFFSETS_TOPIC, now_ms
-from kbroker.txn.verification import add_to_transaction, verify_in_transaction
+from kbroker.txn.verification import add_to_transaction, ask_remote_coordinator, verify_in_transaction
 from wire.errors import ErrorCode
 from wire.schema import API_BY_NAME
 
@@ -33,7 +33,8 @@ async def handle(broker, context, request):
     }
     if context.api_version >= _TRANSACTION_VERSION_2_FROM:
         await _add_to_transaction(broker, request)
-    refused = _verify(broker, request, context.api_version)
+    remote = await _ask_remote_coordinator(broker, request, add=context.api_version >= _TRANSACTION_VERSION_2_FROM)
+    refused = _verify(broker, request, context.api_version, remote)
     if refused != ErrorCode.NONE:
         errors = dict.fromkeys(commits, refused)
     else:
@@ -58,7 +59,19 @@ async def _add_to_transaction(broker, request) -> None:
                              request.producer_epoch)
 
 
-def _verify(broker, request, version: int) -> int:
+async def _ask_remote_coordinator(broker, request, *, add: bool):
+    """The producer's coordinator's answer, when it is on another broker (kbroker/txn/verification.py)."""
+    try:
+        broker.groups.coordinator.check(request.group_id)
+    except CoordinatorError:
+        return None
+    index = broker.groups.partition_of(request.group_id)
+    return await ask_remote_coordinator(broker, request.transactional_id, OFFSETS_TOPIC, index,
+                                        broker.partition(OFFSETS_TOPIC, index).log.producer_state,
+                                        request.producer_id, request.producer_epoch, add=add)
+
+
+def _verify(broker, request, version: int, remote=None) -> int:
     """The group's offsets partition must be in the producer's transaction (KIP-890 part 1)."""
     try:
         broker.groups.coordinator.check(request.group_id)
@@ -67,7 +80,7 @@ def _verify(broker, request, version: int) -> int:
     index = broker.groups.partition_of(request.group_id)
     state = broker.partition(OFFSETS_TOPIC, index).log.producer_state
     return verify_in_transaction(broker, request.transactional_id, OFFSETS_TOPIC, index, state, request.producer_id,
-                                 request.producer_epoch, abortable_known=version >= 4)
+                                 request.producer_epoch, abortable_known=version >= 4, remote=remote)
 
 
 async def _commit(shell, request, commits) -> dict:

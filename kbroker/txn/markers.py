@@ -32,6 +32,10 @@ async def write_markers(broker, producer_id: int, producer_epoch: int, commit: b
         if image is None or not 0 <= index < len(image.partitions):
             errors[(topic, index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             continue
+        if not broker.leads(image, index):
+            errors[(topic, index)] = ErrorCode.NOT_LEADER_OR_FOLLOWER
+            continue
+        broker.txn_guards.end(topic, index, producer_id)  # a verification under way is stale now
         partition = broker.partition(topic, index)
         batch = bytearray(build_control_batch(kind, producer_id, producer_epoch, coordinator_epoch, now_ms))
         try:

@@ -15,7 +15,7 @@ import logging
 from kbroker.coordinator_runtime import CoordinatorRuntime, now_ms
 from kbroker.group.shell import OFFSETS_TOPIC
 from kbroker.topics import TopicRequest
-from kbroker.txn.markers import write_markers
+from kbroker.txn.remote import write_markers_anywhere
 from wire import DecodeError
 from wire.errors import ErrorCode
 
@@ -106,7 +106,7 @@ class TxnShell(CoordinatorRuntime):
             # (after a restart): the loader would miss it and keep them pending.
             await trio.sleep(_LOAD_WAIT_S)
         while remaining:
-            errors = await write_markers(self.broker, effect.producer_id, effect.producer_epoch, effect.commit,
+            errors = await write_markers_anywhere(self.broker, effect.producer_id, effect.producer_epoch, effect.commit,
                                          effect.coordinator_epoch, sorted(remaining))
             for partition, code in errors.items():
                 if code in _MARKER_REFUSED:

@@ -1,0 +1,107 @@
+"""Transactions on a three-broker cluster: the coordinator, the partition leaders and the group
+coordinator on different brokers (markers and KIP-890 verification go between them), and the
+transaction coordinator killed mid-run: committed transactions are read once, aborted ones never."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from compat_tests import raw_client
+from compat_tests.quorum_process import Quorum, until
+from compat_tests.test_cluster_coordinators import REPLICATED_INTERNAL_TOPICS
+from wire.errors import ErrorCode
+from wire.schema import API_BY_NAME
+
+pytestmark = pytest.mark.timeout(300)
+
+FindCoordinator = API_BY_NAME["FindCoordinator"].request_class
+TRANSACTIONS = 30
+PER_TRANSACTION = 10
+
+
+def transaction_coordinator(cluster: Quorum, transactional_id: str) -> int:
+    for node in cluster.nodes:
+        if node.running:
+            try:
+                response = raw_client.call(node.client_port, "FindCoordinator", 3,
+                                           FindCoordinator(key=transactional_id, key_type=1))
+            except OSError:
+                continue
+            if response.error_code == ErrorCode.NONE:
+                return response.node_id
+    return -1
+
+
+def read_committed(bootstrap: str, topic: str) -> list[bytes]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "reader", "isolation.level": "read_committed",
+                         "auto.offset.reset": "earliest", "enable.partition.eof": True, "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(3)])
+    values, finished = [], set()
+    deadline = time.monotonic() + 60
+    while len(finished) < 3 and time.monotonic() < deadline:
+        message = consumer.poll(1)
+        if message is None:
+            continue
+        if message.error():
+            if message.error().code() == -191:
+                finished.add(message.partition())
+            continue
+        values.append(message.value())
+    consumer.close()
+    return values
+
+
+def test_transactions_survive_their_coordinators_death(tmp_path):
+    cluster = Quorum(tmp_path, combined=True, overrides=REPLICATED_INTERNAL_TOPICS)
+    try:
+        cluster.start()
+        bootstrap = ",".join(node.bootstrap for node in cluster.nodes)
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic("ledger", 3, 3, config={"min.insync.replicas": "2"})])["ledger"].result(15)
+        producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "ledger-writer",
+                             "transaction.timeout.ms": 20000})
+        until(lambda: _init(producer), 60, "InitProducerId")
+        committed, aborted, killed = [], [], None
+        for number in range(TRANSACTIONS):
+            if number == TRANSACTIONS // 2:
+                killed = transaction_coordinator(cluster, "ledger-writer")
+                cluster.node(killed).kill()
+            values = [f"{number}-{i}".encode() for i in range(PER_TRANSACTION)]
+            for attempt in range(20):
+                try:
+                    producer.begin_transaction()
+                    for i, value in enumerate(values):
+                        producer.produce("ledger", value=value, partition=i % 3)
+                    if number % 10 == 3:  # now and then, an abort
+                        producer.abort_transaction(30)
+                        aborted += values
+                    else:
+                        producer.commit_transaction(30)
+                        committed += values
+                    break
+                except KafkaException as error:
+                    if error.args[0].txn_requires_abort():
+                        producer.abort_transaction(30)
+                    elif not error.args[0].retriable():
+                        raise
+                    time.sleep(0.5)
+        moved = transaction_coordinator(cluster, "ledger-writer")
+        print(f"\ntransaction coordinator killed: broker {killed}; now broker {moved}")
+        assert moved not in (-1, killed)
+        read = read_committed(",".join(n.bootstrap for n in cluster.nodes if n.running), "ledger")
+        assert sorted(read) == sorted(committed) and len(set(read)) == len(read)
+        assert not set(read) & set(aborted)
+    finally:
+        cluster.close()
+
+
+def _init(producer: Producer) -> bool:
+    try:
+        producer.init_transactions(10)
+        return True
+    except KafkaException:
+        return False
