@@ -15,6 +15,7 @@ from compat_tests.broker_process import BrokerProcess, free_port
 from wire.schema import API_BY_NAME
 
 DescribeQuorumRequest = API_BY_NAME["DescribeQuorum"].request_class
+FindCoordinatorRequest = API_BY_NAME["FindCoordinator"].request_class
 
 QUICK_QUORUM = ("controller.quorum.election.timeout.ms=1000", "controller.quorum.fetch.timeout.ms=1000",
                 "controller.quorum.request.timeout.ms=1000", "broker.heartbeat.interval.ms=200",
@@ -151,3 +152,35 @@ def _without_test_knobs(environ) -> dict:
     """The environment for a node: KBROKER_* variables are broker settings, and the tests' own knobs
     (KBROKER_NEMESIS_CYCLES, KBROKER_RAFT_SEEDS, ...) are not; every setting a node gets is an --override."""
     return {name: value for name, value in environ.items() if not name.startswith("KBROKER_")}
+
+
+def find_coordinator(cluster: Quorum, key: str, key_type: int) -> int:
+    """The broker a running node names as coordinator of ``key`` (0: group, 1: transactional id); -1: none."""
+    for node in cluster.nodes + cluster.brokers:
+        if not node.running or node.client_port is None:
+            continue
+        try:
+            response = raw_client.call(node.client_port, "FindCoordinator", 3,
+                                       FindCoordinatorRequest(key=key, key_type=key_type))
+        except OSError:
+            continue
+        if response.error_code == 0:
+            return response.node_id
+    return -1
+
+
+def read_to_end(consumer, partitions: int, timeout_s: float = 120) -> list[tuple[int, int, bytes]]:
+    """(partition, offset, value) of everything an assigned consumer (enable.partition.eof on) reads
+    until each of its ``partitions`` reports its end."""
+    read, finished = [], set()
+    deadline = time.monotonic() + timeout_s
+    while len(finished) < partitions and time.monotonic() < deadline:
+        message = consumer.poll(1)
+        if message is None:
+            continue
+        if message.error():
+            if message.error().code() == -191:  # _PARTITION_EOF
+                finished.add(message.partition())
+            continue
+        read.append((message.partition(), message.offset(), message.value()))
+    return read

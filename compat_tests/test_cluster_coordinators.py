@@ -13,14 +13,10 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from compat_tests import raw_client
-from compat_tests.quorum_process import Quorum, until
-from wire.errors import ErrorCode
-from wire.schema import API_BY_NAME
+from compat_tests.quorum_process import Quorum, find_coordinator, until
 
 pytestmark = pytest.mark.timeout(300)
 
-FindCoordinator = API_BY_NAME["FindCoordinator"].request_class
 REPLICATED_INTERNAL_TOPICS = ("offsets.topic.replication.factor=3", "transaction.state.log.replication.factor=3",
                               "transaction.state.log.min.isr=2", "offsets.topic.num.partitions=6",
                               "broker.session.timeout.ms=2000")
@@ -28,17 +24,7 @@ MESSAGES = 3000
 
 
 def coordinator_of(cluster: Quorum, group: str) -> int:
-    for node in cluster.nodes:
-        if not node.running:
-            continue
-        try:
-            response = raw_client.call(node.client_port, "FindCoordinator", 3,
-                                       FindCoordinator(key=group, key_type=0))
-        except OSError:
-            continue
-        if response.error_code == ErrorCode.NONE:
-            return response.node_id
-    return -1
+    return find_coordinator(cluster, group, key_type=0)
 
 
 def consume(consumer: Consumer, count: int, seen: set, timeout_s: float) -> None:

@@ -10,49 +10,27 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from compat_tests import raw_client
-from compat_tests.quorum_process import Quorum, until
+from compat_tests.quorum_process import Quorum, find_coordinator, read_to_end, until
 from compat_tests.test_cluster_coordinators import REPLICATED_INTERNAL_TOPICS
-from wire.errors import ErrorCode
-from wire.schema import API_BY_NAME
 
 pytestmark = pytest.mark.timeout(300)
 
-FindCoordinator = API_BY_NAME["FindCoordinator"].request_class
 TRANSACTIONS = 30
 PER_TRANSACTION = 10
 
 
 def transaction_coordinator(cluster: Quorum, transactional_id: str) -> int:
-    for node in cluster.nodes:
-        if node.running:
-            try:
-                response = raw_client.call(node.client_port, "FindCoordinator", 3,
-                                           FindCoordinator(key=transactional_id, key_type=1))
-            except OSError:
-                continue
-            if response.error_code == ErrorCode.NONE:
-                return response.node_id
-    return -1
+    return find_coordinator(cluster, transactional_id, key_type=1)
 
 
 def read_committed(bootstrap: str, topic: str) -> list[bytes]:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "reader", "isolation.level": "read_committed",
                          "auto.offset.reset": "earliest", "enable.partition.eof": True, "enable.auto.commit": False})
     consumer.assign([TopicPartition(topic, p, 0) for p in range(3)])
-    values, finished = [], set()
-    deadline = time.monotonic() + 60
-    while len(finished) < 3 and time.monotonic() < deadline:
-        message = consumer.poll(1)
-        if message is None:
-            continue
-        if message.error():
-            if message.error().code() == -191:
-                finished.add(message.partition())
-            continue
-        values.append(message.value())
-    consumer.close()
-    return values
+    try:
+        return [value for _, _, value in read_to_end(consumer, 3, timeout_s=60)]
+    finally:
+        consumer.close()
 
 
 def test_transactions_survive_their_coordinators_death(tmp_path):

@@ -21,7 +21,7 @@ from kafka import KafkaAdminClient
 from kafka import TopicPartition as KafkaTopicPartition
 from kafka.admin import NewTopic as KafkaNewTopic
 
-from compat_tests.quorum_process import Quorum, until
+from compat_tests.quorum_process import Quorum, read_to_end, until
 from compat_tests.replication_checker import check
 from log.partition_log import Log
 
@@ -81,18 +81,7 @@ def read_back(bootstrap: str) -> list[tuple[int, int, str]]:
                          "auto.offset.reset": "earliest", "enable.partition.eof": True})
     try:
         consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
-        read, finished = [], set()
-        deadline = time.monotonic() + 120
-        while len(finished) < PARTITIONS and time.monotonic() < deadline:
-            message = consumer.poll(1)
-            if message is None:
-                continue
-            if message.error():
-                if message.error().code() == -191:  # _PARTITION_EOF
-                    finished.add(message.partition())
-                continue
-            read.append((message.partition(), message.offset(), message.value().decode()))
-        return read
+        return [(partition, offset, value.decode()) for partition, offset, value in read_to_end(consumer, PARTITIONS)]
     finally:
         consumer.close()
 
