@@ -12,6 +12,7 @@ from pathlib import Path
 
 from compat_tests import raw_client
 from compat_tests.broker_process import BrokerProcess, free_port
+from compat_tests.link_proxy import LinkProxy
 from wire.schema import API_BY_NAME
 
 DescribeQuorumRequest = API_BY_NAME["DescribeQuorum"].request_class
@@ -36,10 +37,25 @@ class QuorumNode(BrokerProcess):
         self.client_port = client_port  # None: a controller only (controller_port None: a broker only)
         self.overrides = overrides
         self.process: subprocess.Popen | None = None
+        self.proxies: dict[str, LinkProxy] = {}  # listener -> the proxy others reach it through (proxied quorums)
 
     @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.client_port}"
+        return f"127.0.0.1:{self.reachable_port('broker')}"
+
+    def reachable_port(self, role: str) -> int:
+        """The port others reach this node's broker or controller listener on (its proxy, if proxied)."""
+        port = self.client_port if role == "broker" else self.controller_port
+        return self.proxies[role].port if role in self.proxies else port
+
+    def isolate(self) -> None:
+        """Cut every link into this node (a one-way partition: its own requests out still go)."""
+        for proxy in self.proxies.values():
+            proxy.sever()
+
+    def heal(self) -> None:
+        for proxy in self.proxies.values():
+            proxy.heal()
 
     def start(self, voters: str, timeout_s: float = 30) -> None:
         self.launch(voters)
@@ -52,9 +68,11 @@ class QuorumNode(BrokerProcess):
         listeners += [f"CONTROLLER://127.0.0.1:{self.controller_port}"] if self.controller_port is not None else []
         roles = ",".join(role for role, port in (("broker", self.client_port), ("controller", self.controller_port))
                          if port is not None)
+        advertised = [f"advertised.listeners=PLAINTEXT://127.0.0.1:{self.proxies['broker'].port}"] \
+            if "broker" in self.proxies else []
         settings = [f"process.roles={roles}", f"node.id={self.node_id}", f"listeners={','.join(listeners)}",
                     "controller.listener.names=CONTROLLER", f"controller.quorum.voters={voters}",
-                    f"log.dirs={self.data_dir}", *self.overrides]
+                    f"log.dirs={self.data_dir}", *advertised, *self.overrides]
         command = [sys.executable, "-m", "kbroker.cli", *(part for s in settings for part in ("--override", s))]
         self.directory.mkdir(parents=True, exist_ok=True)
         self._log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
@@ -92,13 +110,18 @@ class Quorum:
     broker-only nodes (observers of the quorum)."""
 
     def __init__(self, root: Path, count: int = 3, *, combined: bool = False, brokers: int = 0,
-                 overrides: tuple[str, ...] = ()) -> None:
+                 overrides: tuple[str, ...] = (), proxied: bool = False) -> None:
         overrides = QUICK_QUORUM + tuple(overrides)
         self.nodes = [QuorumNode(i, root / f"node{i}", free_port(), free_port() if combined else None, overrides)
                       for i in range(1, count + 1)]
         self.brokers = [QuorumNode(i, root / f"node{i}", None, free_port(), overrides)
                         for i in range(count + 1, count + brokers + 1)]
-        self.voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in self.nodes)
+        if proxied:  # every listener behind a LinkProxy: nodes and clients reach each other only through them
+            for node in self.nodes + self.brokers:
+                for role, port in (("broker", node.client_port), ("controller", node.controller_port)):
+                    if port is not None:
+                        node.proxies[role] = LinkProxy(port)
+        self.voters = ",".join(f"{n.node_id}@127.0.0.1:{n.reachable_port('controller')}" for n in self.nodes)
 
     def start(self) -> None:
         for node in self.nodes + self.brokers:
@@ -112,6 +135,8 @@ class Quorum:
     def close(self) -> None:
         for node in self.nodes + self.brokers:
             node.kill()
+            for proxy in node.proxies.values():
+                proxy.close()
 
     def describe(self, node: QuorumNode):
         """DescribeQuorum's partition at ``node`` (a NOT_LEADER_OR_FOLLOWER one names the leader)."""

@@ -1,9 +1,11 @@
-"""Replication under a nemesis: no acknowledged write lost across leader kills and restarts.
+"""Replication under a nemesis: no acknowledged write lost across leader kills, restarts and partitions.
 
 Three combined broker+controller processes, a topic with replication factor 3 and
 min.insync.replicas=2, an idempotent confluent-kafka producer with acks=all writing
-all the while. The nemesis SIGKILLs the leader of a partition, lets the cluster carry
-on without it, then restarts it; ``KBROKER_NEMESIS_CYCLES`` cycles (10 by default).
+all the while. The nemesis SIGKILLs the leader of a partition and restarts it, or cuts
+its node off the network and heals it; ``KBROKER_NEMESIS_CYCLES`` cycles of each (10 by
+default). Also here: acks=all refused below min.insync.replicas, preferred leader
+election, and a reassignment under load.
 Afterwards compat_tests/replication_checker.py compares what the producer was told
 with what a consumer reads and with every replica's log, byte for byte.
 """
@@ -99,8 +101,23 @@ def replica_logs(cluster: Quorum) -> dict:
     return copies
 
 
-def test_no_acknowledged_write_is_lost_across_leader_kills(tmp_path):
-    cluster = Quorum(tmp_path, combined=True, overrides=FAST_FAILOVER)
+def kill_and_restart(cluster: Quorum, victim) -> None:
+    victim.kill()
+    time.sleep(2.5)  # the others fence it, elect new leaders and go on without it
+    victim.start(cluster.voters)
+
+
+def isolate_and_heal(cluster: Quorum, victim) -> None:
+    victim.isolate()  # nobody reaches it; it still reaches the others (and heartbeats)
+    time.sleep(3)  # its followers fall out of touch, its ISR shrinks, or clients wait
+    victim.heal()
+
+
+@pytest.mark.parametrize("fault", [kill_and_restart, isolate_and_heal], ids=["kill", "partition"])
+def test_no_acknowledged_write_is_lost_under_a_nemesis(tmp_path, fault):
+    """SIGKILL and restart the leader of a partition, or cut it off the network (every listener of its
+    node behind a severed compat_tests/link_proxy.py) and heal it, cycle after cycle."""
+    cluster = Quorum(tmp_path, combined=True, overrides=FAST_FAILOVER, proxied=fault is isolate_and_heal)
     try:
         cluster.start()
         admin = AdminClient({"bootstrap.servers": cluster.node(1).bootstrap})
@@ -108,17 +125,14 @@ def test_no_acknowledged_write_is_lost_across_leader_kills(tmp_path):
         until(lambda: leader_of(cluster, 0) > 0, 15, "a leader")
         writer = Writer(",".join(node.bootstrap for node in cluster.nodes))
         writer.thread.start()
-        kills = []
+        faults = []
         for cycle in range(CYCLES):
             time.sleep(1.0)
             victim_id = leader_of(cluster, cycle % PARTITIONS)
             if victim_id <= 0:
                 continue
-            victim = cluster.node(victim_id)
-            victim.kill()
-            kills.append(victim_id)
-            time.sleep(2.5)  # the others fence it, elect new leaders and go on without it
-            victim.start(cluster.voters)
+            fault(cluster, cluster.node(victim_id))
+            faults.append(victim_id)
         time.sleep(2)
         writer.stop.set()
         writer.thread.join(180)
@@ -128,9 +142,9 @@ def test_no_acknowledged_write_is_lost_across_leader_kills(tmp_path):
         for node in cluster.nodes:
             node.stop()
         verdict = check(writer.acknowledged, read, replica_logs(cluster))
-        print(f"\nnemesis: {len(kills)} leader kills (brokers {kills}); {verdict}; "
+        print(f"\nnemesis: {len(faults)} x {fault.__name__} of a leader (brokers {faults}); {verdict}; "
               f"{writer.failed} writes not acknowledged")
-        assert verdict.acknowledged > 1000 and len(kills) >= CYCLES - 1
+        assert verdict.acknowledged > 1000 and len(faults) >= CYCLES - 1
         assert verdict.anomalies == 0, (verdict.lost[:5], verdict.duplicated[:5], verdict.conflicting[:5],
                                         verdict.reordered[:5], verdict.diverged)
     finally:
