@@ -12,6 +12,8 @@ import socket
 import struct
 import threading
 
+from compat_tests.link_proxy import close_connections as _close
+
 _SIZE = struct.Struct(">i")
 _PRODUCE = 0
 
@@ -109,11 +111,3 @@ class CuttingProxy:
                 return True
             return False
 
-
-def _close(*connections: socket.socket) -> None:
-    for connection in connections:
-        try:
-            connection.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        connection.close()

@@ -34,7 +34,7 @@ class LinkProxy:
         with self._lock:
             connections, self._connections = self._connections, set()
         for connection in connections:
-            _close(connection)
+            close_connections(connection)
 
     def heal(self) -> None:
         self.cut = False
@@ -42,7 +42,7 @@ class LinkProxy:
     def close(self) -> None:
         self._closed = True
         self.sever()
-        _close(self.listener)
+        close_connections(self.listener)
 
     def _accept(self) -> None:
         while not self._closed:
@@ -51,12 +51,12 @@ class LinkProxy:
             except OSError:
                 return
             if self.cut:
-                _close(client)
+                close_connections(client)
                 continue
             try:
                 upstream = socket.create_connection(("127.0.0.1", self.upstream_port), timeout=5)
             except OSError:
-                _close(client)
+                close_connections(client)
                 continue
             upstream.settimeout(None)
             with self._lock:
@@ -76,12 +76,13 @@ class LinkProxy:
         except OSError:
             pass
         finally:
-            _close(source, target)
+            close_connections(source, target)
             with self._lock:
                 self._connections -= {source, target}
 
 
-def _close(*connections: socket.socket) -> None:
+def close_connections(*connections: socket.socket) -> None:
+    """Shut down and close, whatever state they are in."""
     for connection in connections:
         try:
             connection.shutdown(socket.SHUT_RDWR)
