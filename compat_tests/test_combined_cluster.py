@@ -23,11 +23,15 @@ from kafka.admin import NewTopic as KafkaPythonNewTopic
 
 from compat_tests import raw_client
 from compat_tests.quorum_process import Quorum, until
+from wire.errors import ErrorCode
+from wire.records import Record, build_batch
 from wire.schema import API_BY_NAME
 
 pytestmark = pytest.mark.timeout(300)
 
 MetadataRequest = API_BY_NAME["Metadata"].request_class
+ProduceRequest = API_BY_NAME["Produce"].request_class
+FetchRequest = API_BY_NAME["Fetch"].request_class
 SESSION_TIMEOUT_MS = 3000  # compat_tests/quorum_process.py's QUICK_QUORUM
 
 
@@ -168,3 +172,30 @@ def test_broker_only_nodes_follow_a_controller_only_quorum(tmp_path):
         until(lambda: same_everywhere(quorum, "after", quorum.brokers), 15, "one view of after")
     finally:
         quorum.close()
+
+
+def test_a_request_to_a_follower_names_the_leader(cluster):
+    """KIP-951: Produce v10+ and Fetch v16+ answered NOT_LEADER_OR_FOLLOWER carry the current leader and
+    its endpoint, so the client need not ask for metadata first."""
+    admin = AdminClient({"bootstrap.servers": cluster.node(1).bootstrap})
+    admin.create_topics([NewTopic("hinted", num_partitions=1, replication_factor=3)])["hinted"].result(15)
+    leader, _, _ = until(lambda: same_everywhere(cluster, "hinted"), 15, "one view of hinted")[0]
+    follower = next(node for node in cluster.nodes if node.node_id != leader)
+    batch = build_batch([Record(value=b"misdirected")])
+    produce = raw_client.call(follower.client_port, "Produce", 11, ProduceRequest(
+        transactional_id=None, acks=-1, timeout_ms=5000, topic_data=[ProduceRequest.TopicProduceData(
+            name="hinted", partition_data=[ProduceRequest.TopicProduceData.PartitionProduceData(index=0, records=batch)])]))
+    answer = produce.responses[0].partition_responses[0]
+    assert answer.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER and answer.current_leader.leader_id == leader
+    assert [(n.node_id, n.port) for n in produce.node_endpoints] == [(leader, cluster.node(leader).client_port)]
+    topic_id = metadata_of(follower, ["hinted"]).topics[0].topic_id
+    fetch = raw_client.call(follower.client_port, "Fetch", 16, FetchRequest(
+        replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0, session_id=0,
+        session_epoch=-1, topics=[FetchRequest.FetchTopic(topic_id=topic_id, partitions=[
+            FetchRequest.FetchTopic.FetchPartition(partition=0, current_leader_epoch=-1, fetch_offset=0,
+                                                   last_fetched_epoch=-1, log_start_offset=-1,
+                                                   partition_max_bytes=1 << 20)])],
+        forgotten_topics_data=[], rack_id=""))
+    answer = fetch.responses[0].partitions[0]
+    assert answer.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER and answer.current_leader.leader_id == leader
+    assert [n.node_id for n in fetch.node_endpoints] == [leader]

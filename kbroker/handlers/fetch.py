@@ -16,6 +16,7 @@ import time
 import trio
 
 from kbroker import handlers
+from kbroker.handlers.leader_hints import hint_leader, node_endpoints
 from log.partition_log import OffsetOutOfRange
 from wire.errors import ErrorCode
 from wire.primitives import ZERO_UUID
@@ -53,6 +54,7 @@ def _replica_of(request) -> int:
 def _read(broker, request, version):
     """The response as of now, the bytes it carries and the events it could wait on."""
     replica = _replica_of(request)
+    leaders: set[int] = set()  # of partitions this broker does not lead (KIP-951)
     total = 0
     waitable = []
     topics = []
@@ -70,9 +72,13 @@ def _read(broker, request, version):
                 continue
             if not broker.leads(topic, wanted.partition):
                 result.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                hint_leader(topic, wanted.partition, result, leaders)
                 continue
             partition = broker.partition(topic.name, wanted.partition)
-            if _fenced(partition, wanted, result) or (replica >= 0 and _diverged(partition, wanted, result)):
+            if _fenced(partition, wanted, result):
+                hint_leader(topic, wanted.partition, result, leaders)
+                continue
+            if replica >= 0 and _diverged(partition, wanted, result):
                 continue
             if replica >= 0:
                 partition.follower_fetched(replica, wanted.fetch_offset)
@@ -82,7 +88,10 @@ def _read(broker, request, version):
                                      first=total == 0, to_log_end=replica >= 0)
             waitable.append(partition.appended() if replica >= 0 else partition.advanced())
         topics.append(TopicResult(topic=fetch_topic.topic, topic_id=topic.topic_id if topic else fetch_topic.topic_id or ZERO_UUID, partitions=results))
-    return FetchResponse(responses=topics), total, waitable
+    response = FetchResponse(responses=topics)
+    if leaders:
+        response.node_endpoints = node_endpoints(broker.image, leaders, FetchResponse)
+    return response, total, waitable
 
 
 def _fenced(partition, wanted, result) -> bool:

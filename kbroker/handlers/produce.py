@@ -14,6 +14,7 @@ from __future__ import annotations
 import trio
 
 from kbroker import handlers
+from kbroker.handlers.leader_hints import hint_leader, node_endpoints
 from kbroker.txn.verification import add_to_transaction, ask_remote_coordinator, verify_in_transaction
 from log.partition_log import ProducerStateError
 from wire import DecodeError
@@ -36,6 +37,7 @@ async def handle(broker, context, request):
     version = context.api_version
     topics = []
     durable_waits = []
+    leaders: set[int] = set()  # of partitions this broker does not lead (KIP-951)
     for topic_data in request.topic_data:
         topic = broker.image.topics.get(topic_data.name)
         partitions = []
@@ -49,6 +51,7 @@ async def handle(broker, context, request):
                 result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             elif not broker.leads(topic, data.index):
                 result.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                hint_leader(topic, data.index, result, leaders)
             elif request.acks == -1 and len(topic.partitions[data.index].isr) < broker.min_insync_replicas(topic):
                 result.error_code = ErrorCode.NOT_ENOUGH_REPLICAS  # refused before anything is written
             else:
@@ -66,6 +69,8 @@ async def handle(broker, context, request):
         topics.append(TopicResult(name=topic_data.name, partition_responses=partitions))
 
     response = ProduceResponse(responses=topics)
+    if leaders:
+        response.node_endpoints = node_endpoints(broker.image, leaders, ProduceResponse)
     if request.acks == -1 and durable_waits:
 
         async def committed():

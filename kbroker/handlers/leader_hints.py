@@ -1,0 +1,18 @@
+"""KIP-951: a NOT_LEADER_OR_FOLLOWER (or FENCED_LEADER_EPOCH) answer carries the partition's
+current leader and epoch, and the response the leaders' endpoints, so that a client can go to
+the new leader at once instead of asking for metadata first (Produce v10+, Fetch v16+)."""
+
+from __future__ import annotations
+
+
+def hint_leader(topic, index: int, result, leaders: set[int]) -> None:
+    """Put the partition's leader into ``result.current_leader``; remember it for ``node_endpoints``."""
+    state = topic.partitions[index]
+    result.current_leader = type(result).LeaderIdAndEpoch(leader_id=state.leader, leader_epoch=state.leader_epoch)
+    if state.leader >= 0:
+        leaders.add(state.leader)
+
+
+def node_endpoints(image, leaders: set[int], response_class) -> list:
+    return [response_class.NodeEndpoint(node_id=broker.node_id, host=broker.host, port=broker.port, rack=broker.rack)
+            for broker in image.live_brokers if broker.node_id in leaders]
