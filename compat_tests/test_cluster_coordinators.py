@@ -7,6 +7,7 @@ the partition and coordinates the group; the committed offsets are all there.
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -96,5 +97,38 @@ def test_a_group_carries_on_when_its_coordinator_dies(tmp_path):
                 leftover.append(message.value())
         again.close()
         assert leftover == []
+    finally:
+        cluster.close()
+
+
+def test_group_churn_goes_on_across_a_coordinator_kill(tmp_path):
+    """Issue 7's churn test (members joining and leaving at random while a producer writes; every
+    record processed, the committed offsets at the log ends), on three brokers whose group
+    coordinator is SIGKILLed and restarted mid-run."""
+    from compat_tests.test_groups import BROKER_OVERRIDES, churn
+
+    cluster = Quorum(tmp_path, combined=True, overrides=REPLICATED_INTERNAL_TOPICS + BROKER_OVERRIDES + (
+        "default.replication.factor=3", "min.insync.replicas=2"))
+    try:
+        cluster.start()
+        bootstrap = ",".join(node.bootstrap for node in cluster.nodes)
+        killed = []
+
+        def nemesis() -> None:
+            time.sleep(4)  # the churn is under way
+            victim = coordinator_of(cluster, "churn-confluent-classic")
+            if victim > 0:
+                cluster.node(victim).kill()
+                killed.append(victim)
+                time.sleep(3)
+                cluster.node(victim).start(cluster.voters)
+
+        thread = threading.Thread(target=nemesis, daemon=True)
+        thread.start()
+        (tmp_path / "members").mkdir()
+        churn(bootstrap, "confluent-classic", tmp_path / "members", rounds=8)
+        thread.join(60)
+        assert killed, "the coordinator was never killed"
+        print(f"coordinator broker {killed[0]} was SIGKILLed and restarted during the churn")
     finally:
         cluster.close()
