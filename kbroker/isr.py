@@ -66,7 +66,7 @@ class IsrManager:
                 if (replica not in isr and replica in live and offset >= partition.high_watermark
                         and offset >= start):
                     isr.append(replica)
-            if tuple(isr) != state.isr and broker.node_id in isr:
+            if set(isr) != set(state.isr) and broker.node_id in isr:
                 found.append((partition, state, tuple(isr)))
         return found
 

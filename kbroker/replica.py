@@ -49,8 +49,11 @@ class Partition:
         # The high watermark when others' copies count (a replicated partition); None: the durable end.
         self._high_watermark: int | None = None if len(replicas) <= 1 else log.log_start_offset
         self.follower_offsets: dict[int, int] = {}  # leader: each follower's durable end, as its fetches say
-        self.caught_up_ms: dict[int, int] = {}  # leader: when each follower last fetched from the log end
+        self.caught_up_ms: dict[int, int] = {}  # leader: when each follower last had everything the leader had
+        self._last_fetch: dict[int, tuple[int, int]] = {}  # leader: (time, log end) at each follower's last fetch
         self.pending_isr: tuple[int, ...] | None = None  # leader: an ISR change sent to the controller
+        if self.is_leader:
+            self._start_leading()
 
     # -- roles ---------------------------------------------------------------------------------------------
 
@@ -66,10 +69,15 @@ class Partition:
         if len(replicas) > 1 and self._high_watermark is None:
             self._high_watermark = min(self.log.recovery_point, self.log.log_end_offset)
         if became_leader:
-            now = _now_ms()
-            self.follower_offsets = {}
-            self.caught_up_ms = {replica: now for replica in replicas if replica != self.node_id}
+            self._start_leading()
         self._advance()
+
+    def _start_leading(self) -> None:
+        """A new leadership: every follower has a whole replica.lag.time.max.ms from now to show up."""
+        now = _now_ms()
+        self.follower_offsets = {}
+        self._last_fetch = {}
+        self.caught_up_ms = {replica: now for replica in self.replicas if replica != self.node_id}
 
     # -- the high watermark ---------------------------------------------------------------------------------------
 
@@ -111,8 +119,13 @@ class Partition:
     def follower_fetched(self, replica: int, fetch_offset: int, now_ms: int | None = None) -> None:
         """Leader: follower ``replica`` fetches from ``fetch_offset``, so it holds everything below it."""
         now_ms = _now_ms() if now_ms is None else now_ms
+        # Kafka's rule: a follower fetching from the leader's end as it was at its previous fetch had
+        # caught up then (under steady writes it is never at the end as it is now).
         if fetch_offset >= self.log.log_end_offset:
             self.caught_up_ms[replica] = now_ms
+        elif replica in self._last_fetch and fetch_offset >= self._last_fetch[replica][1]:
+            self.caught_up_ms[replica] = max(self.caught_up_ms.get(replica, 0), self._last_fetch[replica][0])
+        self._last_fetch[replica] = (now_ms, self.log.log_end_offset)
         if self.follower_offsets.get(replica) != fetch_offset:
             self.follower_offsets[replica] = fetch_offset
             self._advance()
