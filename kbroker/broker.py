@@ -88,6 +88,7 @@ class Broker:
         self.logs = LogManager(settings.data_dir)
         self.quorum = quorum  # this process's member of the metadata quorum (a Controller or a QuorumObserver), or None
         self.forwards = quorum is not None  # metadata changes go to the active controller
+        self.serving = quorum is None  # in a quorum, once registered, caught up and unfenced
         self.is_active = True  # a broker that does not forward makes the changes itself
         self.lifecycle = None
         if quorum is None:
@@ -297,9 +298,14 @@ class Broker:
                     # As Kafka's brokers: serve clients once the quorum has this broker registered, caught up
                     # with the metadata and unfenced (until then it would show clients an empty cluster).
                     nursery.start_soon(self.lifecycle.run, (endpoint.host, endpoint.port), self.config.get("broker.rack"))
+                    await self.lifecycle.unfenced.wait()
+                    # Caught up with the metadata only now: until then the image read from disk may name
+                    # this broker leader of what others lead now, so nothing acts on it before.
+                    self.serving = True
                     await nursery.start(self.fetchers.run)
                     await nursery.start(self.isr.run)
-                    await self.lifecycle.unfenced.wait()
+                    for runtime in (self.groups, self.transactions):
+                        runtime.leadership_changed()
                 listeners = await nursery.start(self.server.serve, settings.host, settings.port, settings.sockets)
                 self.port = listeners[0].socket.getsockname()[1]
                 if self.lifecycle is None:

@@ -141,7 +141,7 @@ class CoordinatorRuntime:
         """Load the partitions of the topic this broker now leads, and drop those it no longer leads
         (their waiters hear NOT_COORDINATOR and find the new coordinator)."""
         topic = self.broker.image.topics.get(self.topic)
-        if topic is None or self._nursery is None:
+        if topic is None or self._nursery is None or not self.broker.serving:
             return
         coordinator = self.coordinator
         for state in topic.partitions:
