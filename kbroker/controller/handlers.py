@@ -26,38 +26,22 @@ async def api_versions(controller, context, request):
     return controller_api_versions()
 
 
-async def _quorum_rpc(api_name: str, controller, request):
-    try:
-        source, message = codec.decode_request(api_name, request, controller.cluster_id)
-    except NotForThisQuorum as error:
-        return codec.encode_response(api_name, None, error_code=error.error_code)
-    answer = await controller.driver.request(source, message)
-    return codec.encode_response(api_name, answer, message)
+def _quorum_rpc(api_name: str):
+    """The handler of one of KRaft's quorum RPCs: decode it for the core, answer with the core's answer."""
+    async def handle(controller, context, request):
+        try:
+            source, message = codec.decode_request(api_name, request, controller.cluster_id)
+        except NotForThisQuorum as error:
+            return codec.encode_response(api_name, None, error_code=error.error_code)
+        answer = await controller.driver.request(source, message)
+        return codec.encode_response(api_name, answer, message)
+
+    return handle
 
 
-@handles("Vote", 0, 2, CONTROLLER_HANDLERS)
-async def vote(controller, context, request):
-    return await _quorum_rpc("Vote", controller, request)
-
-
-@handles("BeginQuorumEpoch", 0, 1, CONTROLLER_HANDLERS)
-async def begin_quorum_epoch(controller, context, request):
-    return await _quorum_rpc("BeginQuorumEpoch", controller, request)
-
-
-@handles("EndQuorumEpoch", 0, 1, CONTROLLER_HANDLERS)
-async def end_quorum_epoch(controller, context, request):
-    return await _quorum_rpc("EndQuorumEpoch", controller, request)
-
-
-@handles("Fetch", 13, 17, CONTROLLER_HANDLERS)
-async def fetch(controller, context, request):
-    return await _quorum_rpc("Fetch", controller, request)
-
-
-@handles("FetchSnapshot", 0, 1, CONTROLLER_HANDLERS)
-async def fetch_snapshot(controller, context, request):
-    return await _quorum_rpc("FetchSnapshot", controller, request)
+for _name, _low, _high in (("Vote", 0, 2), ("BeginQuorumEpoch", 0, 1), ("EndQuorumEpoch", 0, 1), ("Fetch", 13, 17),
+                           ("FetchSnapshot", 0, 1)):
+    handles(_name, _low, _high, CONTROLLER_HANDLERS)(_quorum_rpc(_name))
 
 
 DescribeQuorumResponse = API_BY_NAME["DescribeQuorum"].response_class
