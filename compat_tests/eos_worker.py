@@ -9,17 +9,26 @@ and commits the batch's next offsets with send_offsets_to_transaction. It prints
 nothing new came for IDLE_S seconds. A transaction the broker tells it to abort
 is aborted and the batch read again from the group's committed offsets; a
 fatal error (it was fenced) exits 3.
+
+librdkafka up to 2.16 at least can hang for good in send_offsets_to_transaction,
+past its own timeout, when the group coordinator it has cached drops out of a
+Metadata response (a killed broker, fenced until it is back: Kafka lists only
+unfenced brokers): confluentinc/librdkafka#5511. The worker then prints "stuck"
+and exits 4, as a crashed worker would; a new one takes over the transactional id.
 """
 
 from __future__ import annotations
 
+import os
 import sys
+import threading
 import time
 
 import confluent_kafka
 
 BATCH = 200
 TIMEOUT_S = 30
+OFFSETS_TIMEOUT_S = 10  # librdkafka's own limit for send_offsets_to_transaction (a timeout aborts the batch)
 
 
 def main(bootstrap: str, source: str, target: str, group: str, transactional_id: str, idle_s: float = 5.0) -> int:
@@ -42,8 +51,8 @@ def main(bootstrap: str, source: str, target: str, group: str, transactional_id:
                 for message in messages:
                     producer.produce(target, key=message.key(), value=b"out:" + message.value(),
                                      partition=message.partition())
-                producer.send_offsets_to_transaction(consumer.position(consumer.assignment()),
-                                                     consumer.consumer_group_metadata(), TIMEOUT_S)
+                within(OFFSETS_TIMEOUT_S + 15, producer.send_offsets_to_transaction,
+                       consumer.position(consumer.assignment()), consumer.consumer_group_metadata(), OFFSETS_TIMEOUT_S)
                 producer.commit_transaction(TIMEOUT_S)
             except confluent_kafka.KafkaException as error:
                 if error.args[0].fatal():
@@ -57,6 +66,27 @@ def main(bootstrap: str, source: str, target: str, group: str, transactional_id:
     finally:
         consumer.close()
     return 0
+
+
+def within(limit_s: float, call, *args) -> None:
+    """``call(*args)``, or exit 4 if it has not returned after ``limit_s`` (see librdkafka#5511 above)."""
+    outcome: list = []
+    thread = threading.Thread(target=lambda: outcome.append(_outcome(call, *args)), daemon=True)
+    thread.start()
+    thread.join(limit_s)
+    if not outcome:
+        print(f"stuck in {call.__name__} for {limit_s:.0f} s (librdkafka#5511)", flush=True)
+        os._exit(4)
+    if isinstance(outcome[0], BaseException):
+        raise outcome[0]
+
+
+def _outcome(call, *args):
+    try:
+        call(*args)
+    except BaseException as error:  # noqa: BLE001 (raised again in the caller's thread)
+        return error
+    return None
 
 
 def rewind(consumer: confluent_kafka.Consumer) -> None:

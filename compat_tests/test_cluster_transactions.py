@@ -4,6 +4,7 @@ transaction coordinator killed mid-run: committed transactions are read once, ab
 
 from __future__ import annotations
 
+import subprocess
 import time
 
 import pytest
@@ -83,3 +84,69 @@ def _init(producer: Producer) -> bool:
         return True
     except KafkaException:
         return False
+
+
+def test_consume_transform_produce_stays_exactly_once_across_coordinator_kills(tmp_path):
+    """Issue 8's exactly-once worker on three brokers: its transaction coordinator is SIGKILLed after
+    1,500 committed records and its group coordinator after 3,000 (each restarted); every input
+    record comes out exactly once, in its input's partition."""
+    from compat_tests.test_exactly_once import start_worker
+
+    cluster = Quorum(tmp_path, combined=True, overrides=REPLICATED_INTERNAL_TOPICS)
+    worker = None
+    try:
+        cluster.start()
+        bootstrap = ",".join(node.bootstrap for node in cluster.nodes)
+        source, target, partitions, count = "inputs", "outputs", 3, 6_000
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        for future in admin.create_topics([NewTopic(name, partitions, 3, config={"min.insync.replicas": "2"})
+                                           for name in (source, target)]).values():
+            future.result(15)
+        producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+        for index in range(count):
+            producer.produce(source, value=f"in-{index}".encode(), partition=index % partitions)
+            if index % 1000 == 0:
+                producer.poll(0)
+        assert producer.flush(30) == 0
+
+        done, killed, replaced = 0, [], 0
+        victims = [(1_500, "transformer-1", 1), (3_000, "transformers", 0)]
+        while True:
+            worker = start_worker(bootstrap, source, target, idle_s=8, stderr=subprocess.STDOUT)
+            output = []
+            for line in worker.stdout:
+                output.append(line)
+                if line.startswith("committed "):
+                    done += int(line.split()[1])
+                if victims and done >= victims[0][0]:
+                    _, key, key_type = victims.pop(0)
+                    victim = find_coordinator(cluster, key, key_type)
+                    cluster.node(victim).kill()
+                    killed.append(victim)
+                    cluster.node(victim).start(cluster.voters)
+            code = worker.wait(30)
+            if code == 4 and replaced < 3:  # the client hung (librdkafka#5511, see eos_worker): a new worker
+                replaced += 1
+                continue
+            assert code == 0, "".join(output)[-3000:]
+            break
+        print(f"\n{done} records committed by the worker; coordinators killed: brokers {killed}; "
+              f"workers replaced after a client hang: {replaced}")
+        assert len(killed) == 2
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "checker",
+                             "isolation.level": "read_committed", "enable.partition.eof": True,
+                             "enable.auto.commit": False})
+        consumer.assign([TopicPartition(target, p, 0) for p in range(partitions)])
+        try:
+            records = read_to_end(consumer, partitions, timeout_s=60)
+        finally:
+            consumer.close()
+        values = [value.decode() for _, _, value in records]
+        assert len(values) == count, f"{len(values)} records, {len(values) - len(set(values))} duplicates"
+        assert set(values) == {f"out:in-{index}" for index in range(count)}
+        assert all(int(value.split(b"-")[1]) % partitions == partition for partition, _, value in records)
+    finally:
+        if worker is not None and worker.poll() is None:
+            worker.kill()
+            worker.wait(10)
+        cluster.close()

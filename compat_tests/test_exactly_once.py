@@ -64,10 +64,10 @@ def read_all(bootstrap, topic, partitions, port):
     return records
 
 
-def start_worker(bootstrap, source, target, idle_s):
+def start_worker(bootstrap, source, target, idle_s, stderr=subprocess.DEVNULL):
     command = [sys.executable, "-m", "compat_tests.eos_worker", bootstrap, source, target, "transformers", "transformer-1",
                str(idle_s)]
-    return subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    return subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=stderr, text=True)
 
 
 def test_consume_transform_produce_is_exactly_once_across_a_worker_crash(tmp_path):
