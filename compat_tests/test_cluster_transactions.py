@@ -150,3 +150,35 @@ def test_consume_transform_produce_stays_exactly_once_across_coordinator_kills(t
             worker.kill()
             worker.wait(10)
         cluster.close()
+
+
+def test_randomized_transactions_on_three_brokers_pass_the_checker(tmp_path):
+    """Issue 8's randomized transactional workload and its checker on three brokers, with one broker
+    at a time SIGKILLed or SIGTERMed and started again (coordinators and partition leaders move)."""
+    from compat_tests.test_exactly_once import LONG, run_randomized_workload
+    from compat_tests.test_transactions import BROKER_SETTINGS
+
+    cluster = Quorum(tmp_path, combined=True, overrides=REPLICATED_INTERNAL_TOPICS + BROKER_SETTINGS)
+    try:
+        cluster.start()
+        bootstrap = ",".join(node.bootstrap for node in cluster.nodes)
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        for future in admin.create_topics([NewTopic(name, 3, 3, config={"min.insync.replicas": "2"})
+                                           for name in ("jepsen-a", "jepsen-b")]).values():
+            future.result(15)
+        restarted = []
+
+        def restart(nemesis) -> None:
+            node = nemesis.choice(cluster.nodes)
+            if nemesis.random() < 0.5:
+                node.kill()
+            else:
+                node.stop()
+            node.start(cluster.voters)
+            restarted.append(node.node_id)
+
+        run_randomized_workload(bootstrap, [node.client_port for node in cluster.nodes], restart,
+                                restarts=8 if LONG else 3, between_s=5.0)
+        print(f"brokers restarted in turn: {restarted}")
+    finally:
+        cluster.close()

@@ -40,9 +40,10 @@ def create_topics(bootstrap, names, partitions):
         future.result(TIMEOUT_S)
 
 
-def read_all(bootstrap, topic, partitions, port):
-    """Every record of ``topic`` as a read_committed consumer gets it, from offset 0 to the end."""
-    ends = list_offsets(port, topic, 0, partitions)
+def read_all(bootstrap, topic, partitions, ports):
+    """Every record of ``topic`` as a read_committed consumer gets it, from offset 0 to the end
+    (``ports``: the broker's, or the cluster's, asked for the ends)."""
+    ends = list_offsets(ports, topic, 0, partitions)
     consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": uuid.uuid4().hex,
                                          "isolation.level": "read_committed", "enable.auto.commit": False})
     consumer.assign([confluent_kafka.TopicPartition(topic, p, confluent_kafka.OFFSET_BEGINNING)
@@ -112,10 +113,10 @@ def test_consume_transform_produce_is_exactly_once_across_a_worker_crash(tmp_pat
 
 
 class Workload:
-    """Producers and readers running against ``broker`` until ``stop`` is set, recording the history."""
+    """Producers and readers running against the broker(s) at ``bootstrap`` until ``stop`` is set, recording the history."""
 
-    def __init__(self, broker, topics, partitions, seed):
-        self.broker, self.topics, self.partitions = broker, topics, partitions
+    def __init__(self, bootstrap, topics, partitions, seed):
+        self.bootstrap, self.topics, self.partitions = bootstrap, topics, partitions
         self.random = random.Random(seed)
         self.stop = threading.Event()
         self.transactions: list[Transaction] = []
@@ -133,7 +134,7 @@ class Workload:
 
     def produce(self, name, seed):
         chooser = random.Random(seed)
-        settings = {"bootstrap.servers": self.broker.bootstrap, "transactional.id": name, "linger.ms": 2,
+        settings = {"bootstrap.servers": self.bootstrap, "transactional.id": name, "linger.ms": 2,
                     "transaction.timeout.ms": 10000, "message.timeout.ms": 10000}
         producer = _initialised(settings, self.stop)
         number = 0
@@ -171,7 +172,7 @@ class Workload:
                 producer = _initialised(settings, self.stop)
 
     def read(self, name):
-        consumer = confluent_kafka.Consumer({"bootstrap.servers": self.broker.bootstrap, "group.id": uuid.uuid4().hex,
+        consumer = confluent_kafka.Consumer({"bootstrap.servers": self.bootstrap, "group.id": uuid.uuid4().hex,
                                              "isolation.level": "read_committed", "enable.auto.commit": False})
         consumer.assign([confluent_kafka.TopicPartition(topic, p, confluent_kafka.OFFSET_BEGINNING)
                          for topic in self.topics for p in range(self.partitions)])
@@ -199,46 +200,59 @@ def _initialised(settings, stop):
 
 
 def test_randomized_transactions_across_broker_restarts_pass_the_checker(tmp_path):
-    seed = int(os.environ.get("KBROKER_TXN_SEED", random.randrange(1 << 30)))
-    restarts, between_s = (12, 8.0) if LONG else (3, 4.0)
-    print(f"seed {seed} (KBROKER_TXN_SEED={seed} replays the workload's choices)")
     broker = BrokerProcess(tmp_path / "data", None, *BROKER_SETTINGS)
     broker.start()
-    workload = Workload(broker, ["jepsen-a", "jepsen-b"], 3, seed)
-    threads = []
+
+    def restart(nemesis: random.Random) -> None:
+        if nemesis.random() < 0.5:
+            broker.kill()
+        else:
+            broker.stop()
+        broker.start()
+
     try:
-        create_topics(broker.bootstrap, workload.topics, workload.partitions)
-        threads = [threading.Thread(target=workload.run, args=(workload.produce, f"producer-{i}", seed + i))
-                   for i in range(3)]
-        threads += [threading.Thread(target=workload.run, args=(workload.read, f"reader-{i}")) for i in range(2)]
+        create_topics(broker.bootstrap, ["jepsen-a", "jepsen-b"], 3)
+        run_randomized_workload(broker.bootstrap, [broker.port], restart, restarts=12 if LONG else 3,
+                                between_s=8.0 if LONG else 4.0)
+    finally:
+        broker.kill()
+
+
+def run_randomized_workload(bootstrap, ports, restart, restarts, between_s) -> dict:
+    """Three transactional producers and two read_committed readers on topics jepsen-a and jepsen-b
+    (3 partitions each, created by the caller) while ``restart(random)`` is called ``restarts``
+    times; then the history goes through the checker. ``ports``: where to ask for offsets."""
+    seed = int(os.environ.get("KBROKER_TXN_SEED", random.randrange(1 << 30)))
+    print(f"seed {seed} (KBROKER_TXN_SEED={seed} replays the workload's choices)")
+    workload = Workload(bootstrap, ["jepsen-a", "jepsen-b"], 3, seed)
+    threads = [threading.Thread(target=workload.run, args=(workload.produce, f"producer-{i}", seed + i))
+               for i in range(3)]
+    threads += [threading.Thread(target=workload.run, args=(workload.read, f"reader-{i}")) for i in range(2)]
+    try:
         for thread in threads:
             thread.start()
         nemesis = random.Random(seed)
-        for restart in range(restarts):
+        for _ in range(restarts):
             time.sleep(between_s * (0.5 + nemesis.random()))
-            if nemesis.random() < 0.5:
-                broker.kill()
-            else:
-                broker.stop()
-            broker.start()
+            restart(nemesis)
         time.sleep(between_s)
+    finally:
         workload.stop.set()
         for thread in threads:
             thread.join(90)
-        assert not any(thread.is_alive() for thread in threads)
-        assert not workload.errors, workload.errors
+    assert not any(thread.is_alive() for thread in threads)
+    assert not workload.errors, workload.errors
 
-        # Unknown transactions left open end by their timeout; then everything is stable.
-        deadline = time.monotonic() + 60
-        for topic in workload.topics:
-            while list_offsets(broker.port, topic, 1, 3) != list_offsets(broker.port, topic, 0, 3):
-                assert time.monotonic() < deadline, "the last stable offset never reached the end"
-                time.sleep(0.2)
-        final = [record for topic in workload.topics for record in read_all(broker.bootstrap, topic, 3, broker.port)]
-        counts = check(workload.transactions, workload.polls, final)
-        print("checked:", ", ".join(f"{name} {value}" for name, value in counts.items()))
-        assert counts["transactions committed"] > 0 and counts["transactions aborted"] > 0
-        assert counts["records polled"] > 0
-    finally:
-        workload.stop.set()
-        broker.kill()
+    # Unknown transactions left open end by their timeout; then everything is stable.
+    deadline = time.monotonic() + 60
+    for topic in workload.topics:
+        while list_offsets(ports, topic, 1, 3) != list_offsets(ports, topic, 0, 3) \
+                or len(list_offsets(ports, topic, 0, 3)) < 3:
+            assert time.monotonic() < deadline, "the last stable offset never reached the end"
+            time.sleep(0.2)
+    final = [record for topic in workload.topics for record in read_all(bootstrap, topic, 3, ports)]
+    counts = check(workload.transactions, workload.polls, final)
+    print("checked:", ", ".join(f"{name} {value}" for name, value in counts.items()))
+    assert counts["transactions committed"] > 0 and counts["transactions aborted"] > 0
+    assert counts["records polled"] > 0
+    return counts

@@ -34,7 +34,6 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from compat_tests.broker_process import BrokerProcess
 from compat_tests.test_errors import call
-from wire.errors import ErrorCode
 from wire.schema import API_BY_NAME
 
 PARTITIONS = 3
@@ -134,13 +133,21 @@ def read_kcat(bootstrap, topic, isolation):
     return [line for line in result.stdout.splitlines() if line]
 
 
-def list_offsets(port, topic, isolation_level, partitions=PARTITIONS):
-    """ListOffsets latest per partition: the high watermark (0) or the last stable offset (1)."""
+def list_offsets(ports, topic, isolation_level, partitions=PARTITIONS):
+    """ListOffsets latest per partition: the high watermark (0) or the last stable offset (1). ``ports``:
+    one broker's, or a cluster's (each partition as its leader answers; nodes down are passed over)."""
     request = API_BY_NAME["ListOffsets"].request_class
     wanted = request.ListOffsetsTopic(name=topic, partitions=[
         request.ListOffsetsTopic.ListOffsetsPartition(partition_index=p, timestamp=-1) for p in range(partitions)])
-    answer = call(port, "ListOffsets", 7, request(replica_id=-1, isolation_level=isolation_level, topics=[wanted]))
-    return {p.partition_index: p.offset for p in answer.topics[0].partitions}
+    offsets = {}
+    for port in [ports] if isinstance(ports, int) else ports:
+        try:
+            answer = call(port, "ListOffsets", 7, request(replica_id=-1, isolation_level=isolation_level,
+                                                          topics=[wanted]))
+        except OSError:
+            continue
+        offsets.update({p.partition_index: p.offset for p in answer.topics[0].partitions if p.error_code == 0})
+    return offsets
 
 
 def describe_transaction(port, transactional_id):
