@@ -261,6 +261,10 @@ class Broker:
                 replicas=state.replicas, isr=state.isr, leader=state.leader)
         return partition
 
+    def replicas(self) -> list[Partition]:
+        """Every partition replica opened on this broker so far (a copy: safe to iterate across awaits)."""
+        return list(self._partitions.values())
+
     def apply_topic_config(self, name: str) -> None:
         """Give the topic's open logs the settings its current configs make (after AlterConfigs)."""
         topic = self.image.topics[name]

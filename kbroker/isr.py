@@ -50,7 +50,8 @@ class IsrManager:
         broker = self.broker
         live = {b.node_id for b in broker.image.live_brokers}
         found = []
-        for (name, index), partition in list(broker._partitions.items()):
+        for partition in broker.replicas():
+            name, index = partition.topic, partition.index
             topic = broker.image.topics.get(name)
             if topic is None or not partition.is_leader or len(partition.replicas) <= 1 or partition.pending_isr:
                 continue
