@@ -1,0 +1,1 @@
+"""Security: TLS and SASL listeners, credentials, the ACL authorizer and client quotas."""

@@ -1,0 +1,190 @@
+"""Client quotas as Kafka keeps and enforces them (KIP-13, KIP-55, KIP-124, KIP-219, KIP-546).
+
+Quotas are set per entity (a user, a client id, both, or their ``<default>``:
+a None name) with AlterClientQuotas and kept as ClientQuotaRecords in the
+metadata. A request is metered under the most specific entity that has the
+quota in question, in Kafka's order of precedence; clients that share that
+entity share one meter. A meter is Kafka's windowed rate: ``quota.window.num``
+samples of ``quota.window.size.seconds``. Over the bound, the answer carries
+Kafka's throttle time, ``(rate - bound) / bound * window``, at most one
+sample window, and the broker stops reading the connection that long.
+Sans-IO: time comes in as ``now_ms``.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from wire.errors import ErrorCode
+
+USER, CLIENT_ID, IP = "user", "client-id", "ip"
+PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE = "producer_byte_rate", "consumer_byte_rate", "request_percentage"
+KEYS = {USER: {PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE, "controller_mutation_rate"},
+        CLIENT_ID: {PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE, "controller_mutation_rate"},
+        IP: {"connection_creation_rate"}}
+_INTEGRAL = {PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, "connection_creation_rate"}
+MATCH_EXACT, MATCH_DEFAULT, MATCH_ANY = 0, 1, 2
+
+Entity = tuple  # sorted ((entity type, name or None for <default>), ...)
+
+
+def entity(**names) -> Entity:
+    """``entity(user="alice", client_id=None)``: an entity key as the metadata image keeps it."""
+    return tuple(sorted((kind.replace("_", "-"), name) for kind, name in names.items()))
+
+
+def validate_entity(parts: list[tuple[str, str | None]]) -> tuple[int, str] | None:
+    kinds = [kind for kind, _ in parts]
+    if not parts:
+        return ErrorCode.INVALID_REQUEST, "Invalid empty client quota entity"
+    if len(set(kinds)) != len(kinds):
+        return ErrorCode.INVALID_REQUEST, "Invalid client quota entity: an entity type appears twice"
+    for kind, name in parts:
+        if kind not in KEYS:
+            return ErrorCode.INVALID_REQUEST, f"Unhandled client quota entity type: {kind}"
+        if name == "":
+            return ErrorCode.INVALID_REQUEST, f"Empty {kind} name in client quota entity"
+        if kind == IP and name is not None:
+            try:
+                ipaddress.ip_address(name)
+            except ValueError:
+                return ErrorCode.INVALID_REQUEST, f"{name} is not a valid IP address"
+    if IP in kinds and len(kinds) > 1:
+        return ErrorCode.INVALID_REQUEST, "Invalid quota entity combination: ip cannot be combined with user or client-id"
+    return None
+
+
+def validate_alteration(parts: list[tuple[str, str | None]], key: str, value: float, remove: bool) -> tuple[int, str] | None:
+    """What AlterClientQuotas refuses for one op on an entity, as Kafka's ClientQuotaControlManager."""
+    problem = validate_entity(parts)
+    if problem is not None:
+        return problem
+    allowed = set.intersection(*(KEYS[kind] for kind, _ in parts))
+    if key not in allowed:
+        return ErrorCode.INVALID_REQUEST, f"Invalid configuration key {key}"
+    if remove:
+        return None
+    if value != value or value <= 0:  # NaN too
+        return ErrorCode.INVALID_REQUEST, f"Invalid value {value} for configuration key {key}: it must be positive"
+    if key in _INTEGRAL and value != int(value):
+        return ErrorCode.INVALID_REQUEST, f"Configuration {key} must be a whole number, not {value}"
+    return None
+
+
+def describe(quotas: dict[Entity, dict[str, float]], components: list[tuple[str, int, str | None]],
+             strict: bool) -> list[tuple[Entity, dict[str, float]]]:
+    """DescribeClientQuotas: the entities every component matches (EXACT name, DEFAULT entity, ANY of the
+    type); ``strict`` leaves out entities with types no component names."""
+    found = []
+    for key, values in sorted(quotas.items(), key=lambda item: repr(item[0])):
+        names = dict(key)
+        if strict and set(names) != {kind for kind, _, _ in components}:
+            continue
+        if all(_component_matches(names, kind, match_type, match) for kind, match_type, match in components):
+            found.append((key, values))
+    return found
+
+
+def _component_matches(names: dict, kind: str, match_type: int, match: str | None) -> bool:
+    if kind not in names:
+        return False
+    if match_type == MATCH_EXACT:
+        return names[kind] == match
+    if match_type == MATCH_DEFAULT:
+        return names[kind] is None
+    return True
+
+
+def validate_describe(components: list[tuple[str, int, str | None]]) -> tuple[int, str] | None:
+    kinds = [kind for kind, _, _ in components]
+    if len(set(kinds)) != len(kinds):
+        return ErrorCode.INVALID_REQUEST, "Duplicate entity type in the filter"
+    for kind, match_type, match in components:
+        if match_type not in (MATCH_EXACT, MATCH_DEFAULT, MATCH_ANY):
+            return ErrorCode.INVALID_REQUEST, f"Unknown match type {match_type}"
+        if match_type == MATCH_EXACT and match is None:
+            return ErrorCode.INVALID_REQUEST, f"Exact match of {kind} needs a name"
+        if match_type != MATCH_EXACT and match is not None:
+            return ErrorCode.INVALID_REQUEST, f"Only an exact match of {kind} takes a name"
+    if IP in kinds and len(kinds) > 1:
+        return ErrorCode.INVALID_REQUEST, "ip cannot be combined with user or client-id"
+    return None
+
+
+def quota_for(quotas: dict[Entity, dict[str, float]], user: str, client_id: str,
+              key: str) -> tuple[float | None, Entity]:
+    """The bound on ``key`` for this user and client id, and the entity its usage is metered under:
+    Kafka's order, most specific first (None and () when no quota applies)."""
+    for candidate in (entity(user=user, client_id=client_id), entity(user=user, client_id=None),
+                      entity(user=user), entity(user=None, client_id=client_id),
+                      entity(user=None, client_id=None), entity(user=None), entity(client_id=client_id),
+                      entity(client_id=None)):
+        bound = quotas.get(candidate, {}).get(key)
+        if bound is not None:
+            # A default entity's quota is each user's (client id's) own: meter by the real names.
+            names = dict(candidate)
+            metered = entity(**{kind.replace("-", "_"): user if kind == USER else client_id for kind in names})
+            return bound, metered
+    return None, ()
+
+
+@dataclass
+class _Sample:
+    start_ms: int
+    total: float = 0.0
+
+
+class RateMeter:
+    """Kafka's Rate over SampledStat: ``samples`` windows of ``window_ms``; a measured rate per second."""
+
+    def __init__(self, samples: int = 11, window_ms: int = 1000) -> None:
+        self.samples, self.window_ms = samples, window_ms
+        self._samples: list[_Sample] = []
+
+    def record(self, value: float, now_ms: int) -> None:
+        current = self._samples[-1] if self._samples else None
+        if current is None or now_ms >= current.start_ms + self.window_ms:
+            current = _Sample(now_ms)
+            self._samples.append(current)
+            del self._samples[:-self.samples]
+        current.total += value
+
+    def window_size_ms(self, now_ms: int) -> int:
+        """Kafka's Rate.windowSize: the time the kept samples span, and at least samples - 1 full windows."""
+        self._purge(now_ms)
+        oldest = self._samples[0].start_ms if self._samples else now_ms
+        elapsed = now_ms - oldest
+        full = elapsed // self.window_ms
+        if full < self.samples - 1:
+            elapsed += (self.samples - 1 - full) * self.window_ms
+        return max(elapsed, 1)
+
+    def rate(self, now_ms: int) -> float:
+        self._purge(now_ms)
+        return sum(sample.total for sample in self._samples) * 1000 / self.window_size_ms(now_ms)
+
+    def _purge(self, now_ms: int) -> None:
+        expire = self.samples * self.window_ms
+        self._samples = [sample for sample in self._samples if now_ms - sample.start_ms < expire]
+
+
+class QuotaMeters:
+    """One meter per (quota, entity), at most ``limit`` of them (the least recently used go first)."""
+
+    def __init__(self, samples: int = 11, window_ms: int = 1000, limit: int = 10_000) -> None:
+        self.samples, self.window_ms, self.limit = samples, window_ms, limit
+        self._meters: OrderedDict[tuple, RateMeter] = OrderedDict()
+
+    def record_and_throttle_ms(self, key: str, metered: Entity, bound: float, value: float, now_ms: int) -> int:
+        meter = self._meters.pop((key, metered), None) or RateMeter(self.samples, self.window_ms)
+        self._meters[(key, metered)] = meter
+        while len(self._meters) > self.limit:
+            self._meters.popitem(last=False)
+        meter.record(value, now_ms)
+        rate = meter.rate(now_ms)
+        if rate <= bound:
+            return 0
+        throttle_ms = (rate - bound) / bound * meter.window_size_ms(now_ms)
+        return int(min(throttle_ms, self.window_ms))

@@ -1,0 +1,118 @@
+"""Client quotas (kbroker/security/quotas.py): precedence, describe filters, validation, Kafka's
+windowed rate and throttle time, and a simulated client that obeys its throttles."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kbroker.security.quotas import (CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, QuotaMeters, RateMeter, describe,
+                                     entity, quota_for, validate_alteration, validate_describe)
+from wire.errors import ErrorCode
+
+LEVELS = [  # Kafka's precedence, most specific first
+    entity(user="alice", client_id="app"), entity(user="alice", client_id=None), entity(user="alice"),
+    entity(user=None, client_id="app"), entity(user=None, client_id=None), entity(user=None),
+    entity(client_id="app"), entity(client_id=None),
+]
+
+
+@pytest.mark.parametrize("level", range(len(LEVELS)))
+def test_the_most_specific_quota_wins(level):
+    quotas = {candidate: {PRODUCER_BYTE_RATE: 100.0 + index} for index, candidate in enumerate(LEVELS[level:])}
+    bound, metered = quota_for(quotas, "alice", "app", PRODUCER_BYTE_RATE)
+    assert bound == 100.0
+    assert dict(metered).keys() == dict(LEVELS[level]).keys()
+    assert quota_for(quotas, "alice", "app", CONSUMER_BYTE_RATE) == (None, ())
+
+
+def test_clients_share_a_meter_only_when_they_share_the_quota_entity():
+    quotas = {entity(user="alice"): {PRODUCER_BYTE_RATE: 10.0}, entity(client_id=None): {PRODUCER_BYTE_RATE: 5.0}}
+    assert quota_for(quotas, "alice", "a", PRODUCER_BYTE_RATE)[1] == quota_for(quotas, "alice", "b",
+                                                                               PRODUCER_BYTE_RATE)[1]
+    # The default client-id quota is each client id's own.
+    assert quota_for(quotas, "bob", "a", PRODUCER_BYTE_RATE) == (5.0, entity(client_id="a"))
+    assert quota_for(quotas, "bob", "b", PRODUCER_BYTE_RATE) == (5.0, entity(client_id="b"))
+
+
+QUOTAS = {entity(user="alice"): {PRODUCER_BYTE_RATE: 1.0}, entity(user=None): {PRODUCER_BYTE_RATE: 2.0},
+          entity(user="alice", client_id="app"): {CONSUMER_BYTE_RATE: 3.0}, entity(client_id="app"): {"x": 4.0}}
+
+
+@pytest.mark.parametrize("components, strict, expected", [
+    ([("user", 0, "alice")], False, [entity(user="alice"), entity(user="alice", client_id="app")]),
+    ([("user", 0, "alice")], True, [entity(user="alice")]),
+    ([("user", 1, None)], False, [entity(user=None)]),
+    ([("user", 2, None)], True, [entity(user="alice"), entity(user=None)]),
+    ([("user", 2, None), ("client-id", 2, None)], True, [entity(user="alice", client_id="app")]),
+    ([("client-id", 0, "other")], False, []),
+])
+def test_describe_filters(components, strict, expected):
+    assert sorted(repr(found) for found, _ in describe(QUOTAS, components, strict)) == sorted(map(repr, expected))
+
+
+@pytest.mark.parametrize("parts, key, value, remove, message", [
+    ([("user", "a"), ("user", "b")], PRODUCER_BYTE_RATE, 1.0, False, "twice"),
+    ([("group", "a")], PRODUCER_BYTE_RATE, 1.0, False, "group"),
+    ([("ip", "1.2.3.4"), ("user", "a")], "connection_creation_rate", 1.0, False, "combined"),
+    ([("ip", "not-an-ip")], "connection_creation_rate", 1.0, False, "IP"),
+    ([("user", "a")], "connection_creation_rate", 1.0, False, "key"),
+    ([("user", "a")], PRODUCER_BYTE_RATE, -5.0, False, "positive"),
+    ([("user", "a")], PRODUCER_BYTE_RATE, 1.5, False, "whole"),
+    ([], PRODUCER_BYTE_RATE, 1.0, False, "empty"),
+])
+def test_alterations_kafka_refuses(parts, key, value, remove, message):
+    code, text = validate_alteration(parts, key, value, remove)
+    assert code == ErrorCode.INVALID_REQUEST and message in text
+
+
+def test_valid_alterations_and_describe_filters():
+    assert validate_alteration([("user", None), ("client-id", "c")], "request_percentage", 12.5, False) is None
+    assert validate_alteration([("ip", None)], "connection_creation_rate", 10.0, False) is None
+    assert validate_alteration([("user", "a")], PRODUCER_BYTE_RATE, -1.0, True) is None
+    assert validate_describe([("user", 0, None)])[0] == ErrorCode.INVALID_REQUEST
+    assert validate_describe([("user", 2, None), ("user", 1, None)])[0] == ErrorCode.INVALID_REQUEST
+    assert validate_describe([("user", 0, "a"), ("client-id", 2, None)]) is None
+
+
+def test_rate_is_kafkas_windowed_rate():
+    meter = RateMeter(samples=11, window_ms=1000)
+    meter.record(1000, now_ms=0)
+    # One sample so far: the window still counts 10 whole windows (Kafka's minimum), plus the elapsed time.
+    assert meter.window_size_ms(500) == 10_500
+    assert meter.rate(500) == pytest.approx(1000 / 10.5)
+    for second in range(1, 20):
+        meter.record(1000, now_ms=second * 1000)
+    assert meter.rate(19_000) == pytest.approx(11_000 / 10.0)  # 11 samples kept, spanning 10 s
+    assert meter.rate(60_000) == 0  # all expired
+
+
+def test_throttle_time_is_kafkas_and_bounded():
+    meters = QuotaMeters(samples=11, window_ms=1000)
+    assert meters.record_and_throttle_ms(PRODUCER_BYTE_RATE, (), 1000.0, 5000, 0) == 0  # 5000 B over 10 s
+    throttle = meters.record_and_throttle_ms(PRODUCER_BYTE_RATE, (), 1000.0, 10_000, 100)
+    # 15000 B over 10.1 s: (1485 - 1000) / 1000 * 10.1 s, capped at one window.
+    assert throttle == 1000
+    assert meters.record_and_throttle_ms(PRODUCER_BYTE_RATE, ("other",), 1000.0, 10, 100) == 0
+
+
+def test_a_client_that_obeys_its_throttles_gets_its_quota():
+    meters, bound = QuotaMeters(samples=11, window_ms=1000), 1_000_000.0
+    now, sent = 0, 0
+    while now < 30_000:
+        throttle = meters.record_and_throttle_ms(PRODUCER_BYTE_RATE, (), bound, 64 * 1024, now)
+        sent += 64 * 1024
+        now += max(throttle, 2)  # 2 ms per request when unthrottled: ~32 MB/s wanted
+    assert abs(sent / 30 - bound) <= 0.2 * bound
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3000), st.integers(0, 10**7)), max_size=40))
+def test_throttle_is_never_negative_nor_over_a_window(steps):
+    meters, now = QuotaMeters(samples=11, window_ms=1000, limit=4), 0
+    for gap, value in steps:
+        now += gap
+        throttle = meters.record_and_throttle_ms(PRODUCER_BYTE_RATE, (now % 7,), 1000.0, value, now)
+        assert 0 <= throttle <= 1000
+    assert len(meters._meters) <= 4
