@@ -3,7 +3,8 @@
 A change is one Raft entry: the metadata records applied together, each framed
 as in ``__cluster_metadata`` (kbroker/metadata/records.py) and prefixed with
 its length. A snapshot is a change too: the records that build the image from
-nothing (brokers, topics, partitions, configs, the producer-id counter).
+nothing (brokers, topics, partitions, configs, the producer-id counter,
+credentials, ACLs and client quotas).
 """
 
 from __future__ import annotations
@@ -38,10 +39,11 @@ def image_records(image: MetadataImage) -> list:
     """Records that rebuild ``image`` when applied to an empty one."""
     change: list = []
     for broker in image.brokers:
-        endpoint = records.RegisterBrokerRecord.BrokerEndpoint(name="PLAINTEXT", host=broker.host, port=broker.port,
-                                                               security_protocol=0)
+        listeners = broker.listeners or (("PLAINTEXT", broker.host, broker.port, 0),)
+        endpoints = [records.RegisterBrokerRecord.BrokerEndpoint(name=name, host=host, port=port, security_protocol=code)
+                     for name, host, port, code in listeners]
         change.append(records.RegisterBrokerRecord(broker_id=broker.node_id, broker_epoch=broker.epoch,
-                                                   end_points=[endpoint], rack=broker.rack, fenced=broker.fenced))
+                                                   end_points=endpoints, rack=broker.rack, fenced=broker.fenced))
     for topic in sorted(image.topics.values(), key=lambda t: t.name):
         change.append(records.TopicRecord(name=topic.name, topic_id=topic.topic_id))
         for partition in topic.partitions:
@@ -55,6 +57,11 @@ def image_records(image: MetadataImage) -> list:
                                                value=value))
     if image.next_producer_id:
         change.append(records.ProducerIdsRecord(broker_id=-1, next_producer_id=image.next_producer_id))
+    change += [image.scram_credentials[key] for key in sorted(image.scram_credentials)]
+    change += [image.acls[key] for key in sorted(image.acls)]
+    for entity, values in sorted(image.client_quotas.items(), key=lambda item: repr(item[0])):
+        parts = [records.ClientQuotaRecord.EntityData(entity_type=kind, entity_name=name) for kind, name in entity]
+        change += [records.ClientQuotaRecord(entity=parts, key=key, value=value) for key, value in sorted(values.items())]
     return change
 
 

@@ -21,6 +21,18 @@ class BrokerEndpoint:
     rack: str | None = None
     epoch: int = 0  # the broker epoch its registration got
     fenced: bool = False  # registered but not (or no longer) serving: no leadership, not in Metadata
+    # Every listener it registered, as (name, host, port, security protocol id); host and port above are the
+    # first: the inter-broker listener. Clients are told the address of the listener they came in on.
+    listeners: tuple[tuple[str, str, int, int], ...] = ()
+
+    def address(self, listener_name: str) -> tuple[str, int] | None:
+        """Where this broker serves the listener ``listener_name``; None if it has no such listener."""
+        if not self.listeners:
+            return self.host, self.port
+        for name, host, port, _protocol in self.listeners:
+            if name == listener_name:
+                return host, port
+        return None
 
 
 @dataclass(frozen=True)
@@ -56,11 +68,25 @@ class MetadataImage:
     version: int = 0  # bumps with every applied change; caches key on it
     next_producer_id: int = 0  # the first id of the next producer-id block to hand out
     topic_names: dict[uuid.UUID, str] = field(default_factory=dict)  # topic id -> name, kept with ``topics``
+    # Security state, as its records say it (kbroker.security turns it into an authorizer, credentials, quotas):
+    scram_credentials: dict[tuple[str, int], records.UserScramCredentialRecord] = field(default_factory=dict)
+    acls: dict[uuid.UUID, records.AccessControlEntryRecord] = field(default_factory=dict)
+    client_quotas: dict[tuple[tuple[str, str | None], ...], dict[str, float]] = field(default_factory=dict)
 
     @property
     def live_brokers(self) -> tuple[BrokerEndpoint, ...]:
         """The brokers that serve: registered and not fenced."""
         return tuple(broker for broker in self.brokers if not broker.fenced)
+
+    def live_addresses(self, listener: str) -> list[tuple[BrokerEndpoint, str, int]]:
+        """The serving brokers with their host and port on ``listener``; as in Kafka's Metadata, a broker
+        without that listener is left out."""
+        found = []
+        for broker in self.live_brokers:
+            address = broker.address(listener)
+            if address is not None:
+                found.append((broker, *address))
+        return found
 
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicImage | None:
         name = self.topic_names.get(topic_id)
@@ -112,8 +138,9 @@ def apply_record(image: MetadataImage, record) -> MetadataImage:
         topics = {**topics, topic.name: replace(topic, partitions=partitions)}
     elif isinstance(record, records.RegisterBrokerRecord):
         endpoint = record.end_points[0]
+        listeners = tuple((e.name, e.host, e.port, e.security_protocol) for e in record.end_points)
         broker = BrokerEndpoint(record.broker_id, endpoint.host, endpoint.port, record.rack, record.broker_epoch,
-                                record.fenced)
+                                record.fenced, listeners)
         brokers = tuple(sorted((*(b for b in image.brokers if b.node_id != record.broker_id), broker),
                                key=lambda b: b.node_id))
         return replace(image, brokers=brokers, version=image.version + 1)
@@ -124,6 +151,8 @@ def apply_record(image: MetadataImage, record) -> MetadataImage:
         return replace(image, brokers=brokers, version=image.version + 1)
     elif isinstance(record, records.ProducerIdsRecord):
         return replace(image, next_producer_id=record.next_producer_id, version=image.version + 1)
+    elif isinstance(record, _SECURITY_RECORDS):
+        return _apply_security_record(image, record)
     elif isinstance(record, records.RemoveTopicRecord):
         topic = _topic_by_id(image, record.topic_id)
         topics = {name: value for name, value in topics.items() if name != topic.name}
@@ -132,6 +161,35 @@ def apply_record(image: MetadataImage, record) -> MetadataImage:
     else:
         return replace(image, version=image.version + 1)
     return replace(image, topics=topics, version=image.version + 1)
+
+
+_SECURITY_RECORDS = (records.UserScramCredentialRecord, records.RemoveUserScramCredentialRecord,
+                     records.AccessControlEntryRecord, records.RemoveAccessControlEntryRecord, records.ClientQuotaRecord)
+
+
+def _apply_security_record(image: MetadataImage, record) -> MetadataImage:
+    version = image.version + 1
+    if isinstance(record, records.UserScramCredentialRecord):
+        credentials = {**image.scram_credentials, (record.name, record.mechanism): record}
+        return replace(image, scram_credentials=credentials, version=version)
+    if isinstance(record, records.RemoveUserScramCredentialRecord):
+        key = (record.name, record.mechanism)
+        credentials = {k: v for k, v in image.scram_credentials.items() if k != key}
+        return replace(image, scram_credentials=credentials, version=version)
+    if isinstance(record, records.AccessControlEntryRecord):
+        return replace(image, acls={**image.acls, record.id: record}, version=version)
+    if isinstance(record, records.RemoveAccessControlEntryRecord):
+        return replace(image, acls={k: v for k, v in image.acls.items() if k != record.id}, version=version)
+    entity = tuple(sorted(((part.entity_type, part.entity_name) for part in record.entity), key=lambda p: p[0]))
+    values = dict(image.client_quotas.get(entity, {}))
+    if record.remove:
+        values.pop(record.key, None)
+    else:
+        values[record.key] = record.value
+    quotas = {k: v for k, v in image.client_quotas.items() if k != entity}
+    if values:
+        quotas[entity] = values
+    return replace(image, client_quotas=quotas, version=version)
 
 
 def _topic_by_id(image: MetadataImage, topic_id: uuid.UUID) -> TopicImage:

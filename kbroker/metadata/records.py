@@ -40,6 +40,11 @@ __all__ = [
     "FeatureLevelRecord",
     "ProducerIdsRecord",
     "NoOpRecord",
+    "UserScramCredentialRecord",
+    "RemoveUserScramCredentialRecord",
+    "ClientQuotaRecord",
+    "AccessControlEntryRecord",
+    "RemoveAccessControlEntryRecord",
 ]
 
 FRAME_VERSION = 1
@@ -164,6 +169,60 @@ record
   next_producer_id: int64
 """
 
+# Security records (DESIGN.md rule 3: credentials and ACLs live in the metadata log like everything else).
+USER_SCRAM_CREDENTIAL_RECORD = """
+UserScramCredentialRecord 11 versions 0 flexible 0+
+
+record
+  name: string
+  mechanism: int8
+  salt: bytes
+  stored_key: bytes
+  server_key: bytes
+  iterations: int32
+"""
+
+CLIENT_QUOTA_RECORD = """
+ClientQuotaRecord 14 versions 0 flexible 0+
+
+record
+  entity: []EntityData
+    entity_type: string
+    entity_name: string?
+  key: string
+  value: float64
+  remove: bool
+"""
+
+ACCESS_CONTROL_ENTRY_RECORD = """
+AccessControlEntryRecord 18 versions 0 flexible 0+
+
+record
+  id: uuid
+  resource_type: int8
+  resource_name: string
+  pattern_type: int8
+  principal: string
+  host: string
+  operation: int8
+  permission_type: int8
+"""
+
+REMOVE_ACCESS_CONTROL_ENTRY_RECORD = """
+RemoveAccessControlEntryRecord 19 versions 0 flexible 0+
+
+record
+  id: uuid
+"""
+
+REMOVE_USER_SCRAM_CREDENTIAL_RECORD = """
+RemoveUserScramCredentialRecord 22 versions 0 flexible 0+
+
+record
+  name: string
+  mechanism: int8
+"""
+
 NO_OP_RECORD = """
 NoOpRecord 20 versions 0 flexible 0+
 
@@ -181,6 +240,11 @@ DECLARATIONS = [
     REMOVE_TOPIC_RECORD,
     FEATURE_LEVEL_RECORD,
     PRODUCER_IDS_RECORD,
+    USER_SCRAM_CREDENTIAL_RECORD,
+    CLIENT_QUOTA_RECORD,
+    ACCESS_CONTROL_ENTRY_RECORD,
+    REMOVE_ACCESS_CONTROL_ENTRY_RECORD,
+    REMOVE_USER_SCRAM_CREDENTIAL_RECORD,
     NO_OP_RECORD,
 ]
 
@@ -214,6 +278,11 @@ RemoveTopicRecord = make_value_class(RECORD_BY_NAME["RemoveTopicRecord"].message
 FeatureLevelRecord = make_value_class(RECORD_BY_NAME["FeatureLevelRecord"].message)
 ProducerIdsRecord = make_value_class(RECORD_BY_NAME["ProducerIdsRecord"].message)
 NoOpRecord = make_value_class(RECORD_BY_NAME["NoOpRecord"].message)
+UserScramCredentialRecord = make_value_class(RECORD_BY_NAME["UserScramCredentialRecord"].message)
+RemoveUserScramCredentialRecord = make_value_class(RECORD_BY_NAME["RemoveUserScramCredentialRecord"].message)
+ClientQuotaRecord = make_value_class(RECORD_BY_NAME["ClientQuotaRecord"].message)
+AccessControlEntryRecord = make_value_class(RECORD_BY_NAME["AccessControlEntryRecord"].message)
+RemoveAccessControlEntryRecord = make_value_class(RECORD_BY_NAME["RemoveAccessControlEntryRecord"].message)
 
 
 def record_spec_of(value) -> RecordSpec:

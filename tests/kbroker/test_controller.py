@@ -128,16 +128,37 @@ async def test_a_wiped_voter_rejoins_from_the_leaders_snapshot(tmp_path):
 
 def test_a_snapshot_rebuilds_the_image_it_was_taken_from():
     image = MetadataImage(cluster_id="c", controller_id=-1)
-    endpoint = records.RegisterBrokerRecord.BrokerEndpoint(name="PLAINTEXT", host="h", port=1, security_protocol=0)
-    change = [records.RegisterBrokerRecord(broker_id=1, broker_epoch=5, end_points=[endpoint], rack="r1", fenced=False),
-              *topic_change("a"), records.ProducerIdsRecord(broker_id=1, next_producer_id=2000)]
+    endpoints = [records.RegisterBrokerRecord.BrokerEndpoint(name="PLAINTEXT", host="h", port=1, security_protocol=0),
+                 records.RegisterBrokerRecord.BrokerEndpoint(name="SECURE", host="h", port=2, security_protocol=3)]
+    quota_entity = [records.ClientQuotaRecord.EntityData(entity_type="user", entity_name=None),
+                    records.ClientQuotaRecord.EntityData(entity_type="client-id", entity_name="c1")]
+    change = [records.RegisterBrokerRecord(broker_id=1, broker_epoch=5, end_points=endpoints, rack="r1", fenced=False),
+              *topic_change("a"), records.ProducerIdsRecord(broker_id=1, next_producer_id=2000),
+              records.UserScramCredentialRecord(name="alice", mechanism=2, salt=b"s", stored_key=b"k",
+                                                server_key=b"v", iterations=4096),
+              records.UserScramCredentialRecord(name="bob", mechanism=1, salt=b"s", stored_key=b"k",
+                                                server_key=b"v", iterations=4096),
+              records.RemoveUserScramCredentialRecord(name="bob", mechanism=1),
+              records.AccessControlEntryRecord(id=uuid.UUID(int=1), resource_type=2, resource_name="a",
+                                               pattern_type=3, principal="User:alice", host="*", operation=4,
+                                               permission_type=3),
+              records.AccessControlEntryRecord(id=uuid.UUID(int=2), resource_type=3, resource_name="g",
+                                               pattern_type=4, principal="User:*", host="*", operation=3,
+                                               permission_type=2),
+              records.RemoveAccessControlEntryRecord(id=uuid.UUID(int=1)),
+              records.ClientQuotaRecord(entity=quota_entity, key="producer_byte_rate", value=1e6),
+              records.ClientQuotaRecord(entity=quota_entity, key="consumer_byte_rate", value=2e6),
+              records.ClientQuotaRecord(entity=quota_entity, key="consumer_byte_rate", remove=True)]
     for record in decode_change(encode_change(change)):
         image = apply_record(image, record)
+    assert set(image.scram_credentials) == {("alice", 2)} and set(image.acls) == {uuid.UUID(int=2)}
+    assert image.client_quotas == {(("client-id", "c1"), ("user", None)): {"producer_byte_rate": 1e6}}
+    assert image.brokers[0].address("SECURE") == ("h", 2)
     rebuilt = MetadataImage(cluster_id="c", controller_id=-1)
     for record in decode_change(encode_change(image_records(image))):
         rebuilt = apply_record(rebuilt, record)
-    assert (rebuilt.brokers, rebuilt.topics, rebuilt.next_producer_id) == (image.brokers, image.topics,
-                                                                          image.next_producer_id)
+    fields = ("brokers", "topics", "next_producer_id", "scram_credentials", "acls", "client_quotas")
+    assert [getattr(rebuilt, name) for name in fields] == [getattr(image, name) for name in fields]
 
 
 # -- what brokers ask of the controller, over its listener ------------------------------------------------

@@ -23,9 +23,14 @@ EXPECTED_VERSIONS = {
     7: ("FenceBrokerRecord", 0, 0),
     8: ("UnfenceBrokerRecord", 0, 0),
     9: ("RemoveTopicRecord", 0, 0),
+    11: ("UserScramCredentialRecord", 0, 0),
     12: ("FeatureLevelRecord", 0, 0),
+    14: ("ClientQuotaRecord", 0, 0),
     15: ("ProducerIdsRecord", 0, 0),
+    18: ("AccessControlEntryRecord", 0, 0),
+    19: ("RemoveAccessControlEntryRecord", 0, 0),
     20: ("NoOpRecord", 0, 0),
+    22: ("RemoveUserScramCredentialRecord", 0, 0),
 }
 
 CASES = [
