@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import collections
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 
@@ -37,9 +39,17 @@ class BrokerProcess:
                 break
             seen.append(line)
             if "ready on" in line:
+                # Keep reading its log, or a chatty broker fills the pipe and blocks in a write.
+                self.log_tail = collections.deque(seen, maxlen=200)
+                threading.Thread(target=self._drain, args=(self.process, self.log_tail), daemon=True).start()
                 return
         self.kill()
         raise RuntimeError(f"kbroker did not start: {''.join(seen)}")
+
+    @staticmethod
+    def _drain(process: subprocess.Popen, tail: collections.deque) -> None:
+        for line in process.stdout:
+            tail.append(line)
 
     def kill(self) -> None:
         """SIGKILL the process we started (and only it) and reap it."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 import uuid
 from dataclasses import dataclass, replace
 
@@ -34,6 +35,10 @@ from kbroker.metadata.image import BrokerEndpoint, MetadataImage
 from kbroker.metadata.metadata_log import MetadataLog
 from kbroker.replica import Partition
 from kbroker.producer_ids import ProducerIdBlock
+from kbroker.security.authorization import Authorization
+from kbroker.security.listener import ListenerSecurity
+from kbroker.security.quotas import QuotaMeters, quota_for
+from kbroker.security.scram import ScramCredential
 from kbroker.server import Server, ServerLimits
 from kbroker.topics import TopicError, TopicRequest, plan_topic, topic_log_config
 from log.checkpoint import fsync_file_and_directory, kafka_uuid_string
@@ -47,28 +52,52 @@ CreateTopicsRequest = API_BY_NAME["CreateTopics"].request_class
 AllocateProducerIdsRequest = API_BY_NAME["AllocateProducerIds"].request_class
 
 
+SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}  # Kafka's SecurityProtocol
+
+
 @dataclass(frozen=True)
-class BrokerSettings:
-    node_id: int = 1
+class ListenerSettings:
+    name: str = "PLAINTEXT"
+    security_protocol: str = "PLAINTEXT"
     host: str = "localhost"
     port: int = 9092
     advertised_host: str | None = None
     advertised_port: int | None = None
-    data_dir: str = "./kbroker-data"
-    limits: ServerLimits = ServerLimits()
     sockets: tuple = ()  # listening sockets bound before the broker was built (kbroker.listen); else bind host:port
 
 
-def settings_from_config(config: BrokerConfig) -> BrokerSettings:
-    """What this step of the broker uses from a :class:`kbroker.config.BrokerConfig`."""
-    listener = config.client_endpoint
-    advertised = next((e for e in config.advertised_broker_endpoints if e.listener_name == listener.listener_name), None)
+@dataclass(frozen=True)
+class BrokerSettings:
+    node_id: int = 1
+    listeners: tuple[ListenerSettings, ...] = (ListenerSettings(),)  # the inter-broker listener first
+    data_dir: str = "./kbroker-data"
+    limits: ServerLimits = ServerLimits()
+
+
+def plaintext_listener(host: str, port: int, sockets: tuple = ()) -> tuple[ListenerSettings, ...]:
+    """One PLAINTEXT listener (tests and the pytest plugin)."""
+    return (ListenerSettings(host=host, port=port, sockets=sockets),)
+
+
+def settings_from_config(config: BrokerConfig, sockets: dict[str, tuple] | None = None) -> BrokerSettings:
+    """What the broker uses from a :class:`kbroker.config.BrokerConfig`; ``sockets`` are listeners already
+    bound, by listener name."""
+    inter_broker = config.get("inter.broker.listener.name")
+    controllers = config.controller_listener_names
+    endpoints = sorted((e for e in config.listener_endpoints if e.listener_name not in controllers),
+                       key=lambda e: e.listener_name != inter_broker)
+    listeners = []
+    for endpoint in endpoints:
+        advertised = next((e for e in config.advertised_broker_endpoints
+                           if e.listener_name == endpoint.listener_name), None)
+        listeners.append(ListenerSettings(
+            endpoint.listener_name, endpoint.security_protocol, endpoint.host or "0.0.0.0", endpoint.port,
+            advertised_host=advertised.host if advertised else None,
+            advertised_port=advertised.port if advertised and advertised.port else None,
+            sockets=(sockets or {}).get(endpoint.listener_name, ())))
     return BrokerSettings(
         node_id=config.node_id,
-        host=listener.host or "0.0.0.0",
-        port=listener.port,
-        advertised_host=advertised.host if advertised else None,
-        advertised_port=advertised.port if advertised and advertised.port else None,
+        listeners=tuple(listeners),
         data_dir=config.get("log.dirs")[0],
         limits=ServerLimits(
             max_frame_bytes=config.socket_request_max_bytes,
@@ -105,8 +134,12 @@ class Broker:
             channel = ControllerChannel(f"broker-{self.node_id}", voters, lambda: quorum.driver.node.leader,
                                         request_timeout_s=self.config.get("controller.quorum.request.timeout.ms") / 1000)
             self.lifecycle = BrokerLifecycle(self, channel, interval_ms=self.config.get("broker.heartbeat.interval.ms"))
-        self.server = Server(self, settings.limits)
-        self.port: int | None = None
+        self.authorization = Authorization(self.config)  # ACLs, when authorizer.class.name names ours
+        self.quota_meters = QuotaMeters(self.config.quota_window_num, self.config.quota_window_size_seconds * 1000)
+        self.servers = [Server(self, settings.limits, security=ListenerSecurity.from_config(
+            self.config, listener.name, listener.security_protocol)) for listener in settings.listeners]
+        self.ports: dict[str, int] = {}  # listener name -> the port it is bound to, once serving
+        self.port: int | None = None  # the first listener's
         self._partitions: dict[tuple[str, int], Partition] = {}
         self._nursery: trio.Nursery | None = None
         self.flusher: Flusher | None = None  # started by run()
@@ -301,7 +334,7 @@ class Broker:
                 if self.lifecycle is not None:
                     # As Kafka's brokers: serve clients once the quorum has this broker registered, caught up
                     # with the metadata and unfenced (until then it would show clients an empty cluster).
-                    nursery.start_soon(self.lifecycle.run, (endpoint.host, endpoint.port), self.config.get("broker.rack"))
+                    nursery.start_soon(self.lifecycle.run, endpoint.listeners, self.config.get("broker.rack"))
                     await self.lifecycle.unfenced.wait()
                     # Caught up with the metadata only now: until then the image read from disk may name
                     # this broker leader of what others lead now, so nothing acts on it before.
@@ -310,8 +343,10 @@ class Broker:
                     await nursery.start(self.isr.run)
                     for runtime in (self.groups, self.transactions):
                         runtime.leadership_changed()
-                listeners = await nursery.start(self.server.serve, settings.host, settings.port, settings.sockets)
-                self.port = listeners[0].socket.getsockname()[1]
+                for listener, server in zip(settings.listeners, self.servers):
+                    bound = await nursery.start(server.serve, listener.host, listener.port, listener.sockets)
+                    self.ports[listener.name] = bound[0].socket.getsockname()[1]
+                self.port = self.ports[settings.listeners[0].name]
                 if self.lifecycle is None:
                     endpoint = self._advertised_endpoint(settings)
                     self.image = replace(self.image, brokers=(endpoint,), version=self.image.version + 1)
@@ -323,11 +358,32 @@ class Broker:
                 self.metadata_log.close()
 
     def _advertised_endpoint(self, settings: BrokerSettings) -> BrokerEndpoint:
-        """Where clients reach this broker: the advertised listener, else the bound one."""
-        port = settings.advertised_port or self.port or settings.port
-        if not port and settings.sockets:
-            port = settings.sockets[0].getsockname()[1]
-        return BrokerEndpoint(settings.node_id, settings.advertised_host or settings.host, port)
+        """Where clients reach this broker on each listener: its advertised address, else the bound one."""
+        listeners = []
+        for listener in settings.listeners:
+            port = listener.advertised_port or self.ports.get(listener.name) or listener.port
+            if not port and listener.sockets:
+                port = listener.sockets[0].getsockname()[1]
+            listeners.append((listener.name, listener.advertised_host or listener.host, port,
+                              SECURITY_PROTOCOL_IDS[listener.security_protocol]))
+        _, host, port, _ = listeners[0]
+        return BrokerEndpoint(settings.node_id, host, port, listeners=tuple(listeners))
+
+    def throttle_ms(self, principal: str, client_id: str, key: str, value: float) -> int:
+        """Count a client's usage against its quota ``key``; the throttle time Kafka would answer with."""
+        if not self.image.client_quotas:
+            return 0
+        bound, metered = quota_for(self.image.client_quotas, principal.partition(":")[2], client_id, key)
+        if bound is None:
+            return 0
+        return self.quota_meters.record_and_throttle_ms(key, metered, bound, value, int(time.monotonic() * 1000))
+
+    def scram_credential(self, user: str, mechanism: int) -> ScramCredential | None:
+        """The user's SCRAM credential for a mechanism (kbroker.security.scram), from the metadata."""
+        record = self.image.scram_credentials.get((user, mechanism))
+        if record is None:
+            return None
+        return ScramCredential(record.salt, record.stored_key, record.server_key, record.iterations)
 
     async def shutdown(self) -> None:
         """Stop in order: in a quorum, give up partition leaderships, then the quorum's leadership."""
@@ -348,7 +404,8 @@ def _every_result_not_controller(response) -> bool:
 
 def _result_codes(value):
     """The error codes of the innermost results in a response's lists."""
-    for field in ("topics", "results", "responses", "partitions", "partition_result", "replica_election_results"):
+    for field in ("topics", "results", "responses", "partitions", "partition_result", "replica_election_results",
+                  "filter_results", "entries"):
         for result in getattr(value, field, None) or ():
             inner = list(_result_codes(result))
             if inner:

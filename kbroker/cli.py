@@ -10,7 +10,6 @@ the broker cleanly: listeners close, logs are flushed and checkpointed.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import logging
 import os
 import signal
@@ -74,14 +73,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     roles = set(config.process_roles)
     in_quorum = "controller" in roles and not config.is_embedded_quorum
-    endpoints = {"controller": config.controller_endpoints[0] if in_quorum else None,
-                 "broker": config.client_endpoint if "broker" in roles else None}
-    sockets = {}
-    for role, endpoint in endpoints.items():
-        if endpoint is None:
-            continue
+    controllers = config.controller_listener_names
+    endpoints = [*(config.controller_endpoints[:1] if in_quorum else ()),
+                 *(e for e in config.listener_endpoints if e.listener_name not in controllers and "broker" in roles)]
+    sockets = {}  # listener name -> its bound sockets
+    for endpoint in endpoints:
         try:
-            sockets[role] = tuple(bind_listeners(endpoint.host, endpoint.port))
+            sockets[endpoint.listener_name] = tuple(bind_listeners(endpoint.host, endpoint.port))
         except OSError as error:
             print(f"kbroker: cannot listen on {endpoint.host or '*'}:{endpoint.port}: {error}", file=sys.stderr)
             return 1
@@ -91,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     if in_quorum:
         from kbroker.controller.controller import Controller
 
-        quorum = Controller(config, sockets=sockets["controller"])
+        quorum = Controller(config, sockets=sockets[config.controller_endpoints[0].listener_name])
     elif not config.is_embedded_quorum:
         from kbroker.metadata.observer import QuorumObserver
 
@@ -102,8 +100,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from kbroker.broker import Broker, settings_from_config
 
-    settings = dataclasses.replace(settings_from_config(config), sockets=sockets["broker"])
-    trio.run(serve, Broker(settings, config, quorum=quorum), started_at, settings.data_dir)
+    try:
+        broker = Broker(settings_from_config(config, sockets), config, quorum=quorum)
+    except ConfigError as error:  # a listener's TLS or SASL settings
+        print(f"kbroker: {error}", file=sys.stderr)
+        return 2
+    trio.run(serve, broker, started_at, broker.settings.data_dir)
     logger.info("stopped")
     return 0
 

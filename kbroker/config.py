@@ -243,8 +243,12 @@ class BrokerConfig:
             self.originals.pop(original.name, None)  # a later one wins (and moves to the end)
             self.originals[original.name] = original
         self._values = {name: setting.default for name, setting in SETTINGS_BY_NAME.items()}
+        self._listener_values: dict[tuple[str, str], object] = {}  # (LISTENER, setting) -> listener.name.* value
         for original in self.originals.values():
-            self._values[original.name] = _parse(original)
+            if original.name.startswith(_LISTENER_PREFIX):
+                self._listener_values[_listener_setting(original)] = _parse_listener_setting(original)
+            else:
+                self._values[original.name] = _parse(original)
         self._resolved: dict[str, object] = {}
         self._resolve_node_id()
         self._resolve_logs()
@@ -304,6 +308,14 @@ class BrokerConfig:
             hint = f"; did you mean {close[0]}?" if close else ""
             raise AttributeError(f"{type(self).__name__} has no attribute {attribute!r}{hint}")
         return self.get(setting.name)
+
+    def for_listener(self, listener_name: str, name: str):
+        """Setting ``name`` as listener ``listener_name`` sees it: its ``listener.name.<l>.`` form, else the
+        plain one. ``<mechanism>.sasl.jaas.config`` exists only in the prefixed form (None when unset)."""
+        value = self._listener_values.get((listener_name.upper(), name))
+        if value is not None or name.endswith(_JAAS_SUFFIX) and name != "sasl.jaas.config":
+            return value
+        return self.get(name)
 
     @property
     def controller_endpoints(self) -> list[Endpoint]:
@@ -507,6 +519,10 @@ class BrokerConfig:
             if inter_broker not in advertised_names:
                 self._fail(advertising, f"must include the inter-broker listener {inter_broker} (see inter.broker."
                                         f"listener.name); broker listeners: {', '.join(sorted(advertised_names))}")
+            protocol = self.security_protocol_map.get(inter_broker)
+            if not self.is_embedded_quorum and protocol != "PLAINTEXT":
+                self._fail("inter.broker.listener.name", f"the inter-broker listener {inter_broker} uses {protocol}; "
+                                                         "kbroker brokers reach each other over PLAINTEXT only so far")
             if not advertised_names <= listener_names:
                 self._fail("advertised.listeners", f"names must be among those of listeners: "
                                                    f"{', '.join(sorted(listener_names))}")
@@ -545,6 +561,31 @@ def _parse(original: Original):
         message = f"invalid value {original.text!r} for {setting.name} ({original.origin}): expected {problem}"
         raise ConfigError(message, setting.name, original.text, original.origin)
     return value
+
+
+_LISTENER_PREFIX = "listener.name."
+_JAAS_SUFFIX = ".sasl.jaas.config"
+_SASL_MECHANISMS = ("plain", "scram-sha-256", "scram-sha-512", "gssapi", "oauthbearer")
+
+
+def _listener_setting(original: Original) -> tuple[str, str]:
+    """``listener.name.<l>.<setting>`` as (L, setting); ConfigError unless the setting may be per listener."""
+    listener, _, name = original.name[len(_LISTENER_PREFIX):].partition(".")
+    mechanism, _, rest = name.partition(".")
+    per_listener = name.startswith(("ssl.", "sasl.")) or name == "connections.max.reauth.ms"
+    if listener and (per_listener and name in SETTINGS_BY_NAME
+                     or mechanism in _SASL_MECHANISMS and "." + rest == _JAAS_SUFFIX):
+        return listener.upper(), name
+    raise ConfigError(f"unknown setting {original.name} ({original.origin}): listener.name.<listener>. takes "
+                      f"ssl.*, sasl.* and connections.max.reauth.ms settings and <mechanism>{_JAAS_SUFFIX}",
+                      original.name, original.text, original.origin)
+
+
+def _parse_listener_setting(original: Original):
+    _, name = _listener_setting(original)
+    if name.endswith(_JAAS_SUFFIX) and name not in SETTINGS_BY_NAME:
+        return original.text.strip()
+    return _parse(dataclasses.replace(original, name=name))
 
 
 def _csv(text: str | None) -> list[str]:

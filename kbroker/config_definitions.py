@@ -221,6 +221,46 @@ SETTINGS: tuple[Setting, ...] = (
     _S("num.io.threads", "int", 8, "Kafka's request handler thread count; kbroker is single-threaded.",
        AtLeast(1), used=False),
     _S("background.threads", "int", 10, "Kafka's background thread count; unused here.", AtLeast(1), used=False),
+    # --- security (each ssl.* and sasl.* setting may also be given per listener, prefixed with
+    #     listener.name.<listener name in lower case>., as in Kafka) ---
+    _S("ssl.keystore.type", "string", "PEM", "Format of the key store; kbroker reads PEM.", OneOf("PEM")),
+    _S("ssl.keystore.location", "string", None, "PEM file with the listener's certificate chain and private key."),
+    _S("ssl.keystore.certificate.chain", "password", None, "The certificate chain in PEM, instead of a file."),
+    _S("ssl.keystore.key", "password", None, "The private key in PEM, instead of a file."),
+    _S("ssl.keystore.password", "password", None, "Password of the key store (for PEM: of the private key)."),
+    _S("ssl.key.password", "password", None, "Password of the private key."),
+    _S("ssl.truststore.type", "string", "PEM", "Format of the trust store; kbroker reads PEM.", OneOf("PEM")),
+    _S("ssl.truststore.location", "string", None, "PEM file of the certificate authorities trusted for clients' "
+       "certificates."),
+    _S("ssl.truststore.certificates", "password", None, "The trusted certificates in PEM, instead of a file."),
+    _S("ssl.truststore.password", "password", None, "Password of the trust store; PEM trust stores have none.",
+       used=False),
+    _S("ssl.client.auth", "string", "none", "Whether TLS clients must present a certificate.",
+       OneOf("required", "requested", "none")),
+    _S("ssl.protocol", "string", "TLSv1.3", "Newest TLS version offered.", OneOf("TLSv1.2", "TLSv1.3", "TLS")),
+    _S("ssl.enabled.protocols", "list", ("TLSv1.2", "TLSv1.3"), "TLS versions accepted.",
+       ListOf("TLSv1.2", "TLSv1.3", non_empty=True, unique=True)),
+    _S("ssl.cipher.suites", "list", (), "TLS 1.2 cipher suites (OpenSSL names) allowed; empty: the defaults."),
+    _S("ssl.principal.mapping.rules", "string", "DEFAULT", "How a client certificate's subject becomes the "
+       "principal; DEFAULT: its distinguished name.", OneOf("DEFAULT")),
+    _S("ssl.endpoint.identification.algorithm", "string", "https", "Host name check of server certificates, "
+       "as a client.", used=False),
+    _S("sasl.enabled.mechanisms", "list", ("GSSAPI",), "SASL mechanisms the SASL listeners offer.",
+       ListOf("GSSAPI", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", unique=True)),
+    _S("sasl.mechanism.inter.broker.protocol", "string", "GSSAPI", "SASL mechanism between brokers."),
+    _S("sasl.jaas.config", "password", None, "JAAS login context; on a broker only in its listener-prefixed form "
+       "(listener.name.<l>.<mechanism>.sasl.jaas.config). PLAIN's users are its user_<name>=\"<password>\" "
+       "options."),
+    _S("sasl.server.max.receive.size", "int", 512 * 1024, "Largest SASL token accepted before authentication.",
+       AtLeast(1)),
+    _S("connections.max.reauth.ms", "long", 0, "Longest a SASL session lasts before the client must "
+       "re-authenticate (KIP-368); 0: forever.", AtLeast(0)),
+    _S("authorizer.class.name", "string", "", "The authorizer; empty: none, everything allowed. "
+       "org.apache.kafka.metadata.authorizer.StandardAuthorizer or kbroker.security.Authorizer: ACLs."),
+    _S("super.users", "string", "", "Principals allowed everything, as User:name entries separated by ';'."),
+    _S("allow.everyone.if.no.acl.found", "bool", False, "Allow what no ACL mentions (the resource has none)."),
+    _S("quota.window.num", "int", 11, "Samples a client quota's rate is measured over.", AtLeast(1)),
+    _S("quota.window.size.seconds", "int", 1, "Length of a client quota's sample.", AtLeast(1)),
     # --- topics and requests ---
     _S("num.partitions", "int", 1, "Partitions of an auto-created topic.", AtLeast(1)),
     _S("default.replication.factor", "int", 1, "Replication factor of an auto-created topic."),

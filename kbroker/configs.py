@@ -23,6 +23,8 @@ from kbroker.metadata import records
 from kbroker.metadata.image import TOPIC_RESOURCE, MetadataImage, apply_record
 from kbroker.topics import TopicError, check_topic_configs, validate_topic_name
 from kbroker.handlers.results import mark_not_made
+from kbroker.security.acls import AclOperation, ResourceType
+from kbroker.security.authorization import allowed, allowed_on_cluster
 from wire.errors import ErrorCode
 
 BROKER_RESOURCE = 4
@@ -294,3 +296,33 @@ def refuse_resources(resources, result_class) -> list:
     """Every resource answered NOT_CONTROLLER (a controller that is not active)."""
     return [result_class(error_code=ErrorCode.NOT_CONTROLLER, resource_type=resource.resource_type,
                          resource_name=resource.resource_name) for resource in resources]
+
+
+def config_authorization_error(broker, context, operation, resource_type: int, name: str) -> int | None:
+    """The error for a principal that may not do ``operation`` (DESCRIBE_CONFIGS, ALTER_CONFIGS) to a
+    config resource, or None: a topic's are the topic's, a broker's are the cluster's (as Kafka's)."""
+    if resource_type == TOPIC_RESOURCE:
+        if not allowed(broker, context, operation, ResourceType.TOPIC, name):
+            return ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    elif not allowed_on_cluster(broker, context, operation):
+        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    return None
+
+
+async def alter_authorized(broker, context, request, alter, response_class, result_class):
+    """Run ``alter`` (a metadata_change handler: it may forward) on the resources the principal may
+    alter; the others are answered with their authorization error."""
+    refused = []
+    for resource in request.resources:
+        code = config_authorization_error(broker, context, AclOperation.ALTER_CONFIGS, resource.resource_type,
+                                          resource.resource_name)
+        if code is not None:
+            refused.append(result_class(error_code=code, resource_type=resource.resource_type,
+                                        resource_name=resource.resource_name))
+    if not refused:
+        return await alter(broker, context, request)
+    refused_names = {(r.resource_type, r.resource_name) for r in refused}
+    request.resources = [r for r in request.resources if (r.resource_type, r.resource_name) not in refused_names]
+    response = await alter(broker, context, request) if request.resources else response_class(responses=[])
+    response.responses += refused
+    return response

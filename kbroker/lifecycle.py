@@ -40,9 +40,9 @@ class BrokerLifecycle:
         self.registered = trio.Event()
         self.unfenced = trio.Event()  # set at the first heartbeat that finds this broker unfenced
 
-    async def run(self, endpoint: tuple[str, int], rack: str | None) -> None:
+    async def run(self, listeners: tuple[tuple[str, str, int, int], ...], rack: str | None) -> None:
         while True:
-            await self._register(endpoint, rack)
+            await self._register(listeners, rack)
             while True:
                 error = await self._heartbeat(want_shut_down=False)
                 if error in _RE_REGISTER:
@@ -67,11 +67,12 @@ class BrokerLifecycle:
                     return
                 await trio.sleep(0.05)
 
-    async def _register(self, endpoint: tuple[str, int], rack: str | None) -> None:
-        listener = BrokerRegistrationRequest.Listener(name="PLAINTEXT", host=endpoint[0], port=endpoint[1],
-                                                      security_protocol=0)
+    async def _register(self, listeners: tuple[tuple[str, str, int, int], ...], rack: str | None) -> None:
+        """Register with every listener, as (name, host, port, security protocol id), inter-broker first."""
+        listeners = [BrokerRegistrationRequest.Listener(name=name, host=host, port=port, security_protocol=protocol)
+                     for name, host, port, protocol in listeners]
         request = BrokerRegistrationRequest(broker_id=self.broker.node_id, cluster_id=self.broker.cluster_id,
-                                            incarnation_id=self.incarnation_id, listeners=[listener], features=[],
+                                            incarnation_id=self.incarnation_id, listeners=listeners, features=[],
                                             rack=rack)
         while True:
             try:

@@ -7,6 +7,11 @@ Kafka). A handler may defer its answer (acks=all produce waiting for fsync);
 the requests behind it are handled meanwhile, up to a limit. Frames are
 size-checked before their bodies are buffered; malformed input closes only
 that connection.
+
+A listener's security protocol (kbroker/security/listener.py) wraps its
+connections in TLS and gates their requests behind SASL authentication
+(kbroker/security/session.py). Fetch answers leave with ``os.sendfile`` on
+plaintext connections only; TLS encrypts them from buffers.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import time
 from collections import deque
 from dataclasses import dataclass
 
@@ -21,7 +27,12 @@ import trio
 
 from kbroker.handlers import HANDLERS, Deferred
 from kbroker.handlers.api_versions import api_versions_response
+from kbroker.security.listener import ListenerSecurity, principal_of_certificate
+from kbroker.security.quotas import REQUEST_PERCENTAGE
+from kbroker.security.scram import AuthenticationFailed
+from kbroker.security.session import Session
 from wire import DecodeError
+from wire.schema import EncodeBuffer
 from wire.errors import ErrorCode
 from wire.frame import FrameDecoder, RequestHeader, UnknownApiKey, decode_request_header, encode_response
 
@@ -30,6 +41,9 @@ logger = logging.getLogger("kbroker.server")
 _API_VERSIONS_KEY = 18
 _RECEIVE_BYTES = 256 * 1024
 _DIRECT_READ_BYTES = 64 * 1024  # the rest of a frame this large is read straight into its own buffer
+_TLS_HANDSHAKE_S = 10
+_QUOTA_EXEMPT = {18, 17, 36}  # ApiVersions and SASL: a throttled client must still be able to connect
+_TLS_REGION_CHUNK_BYTES = 256 * 1024
 
 
 @dataclass
@@ -37,6 +51,22 @@ class RequestContext:
     header: RequestHeader
     client_host: str
     listener: str = "PLAINTEXT"
+    session: Session | None = None  # the connection's security state: its principal
+    quota_meter: object = None  # (principal, client id, quota key, value) -> throttle ms; None: no quotas
+    throttle_ms: int = 0  # the longest throttle a quota asked for: the connection is muted that long
+
+    @property
+    def principal(self) -> str:
+        return self.session.principal if self.session is not None else "User:ANONYMOUS"
+
+    def throttle(self, key: str, value: float) -> int:
+        """Count ``value`` against the client's ``key`` quota (kbroker/security/quotas.py); the throttle
+        time to answer with (KIP-219: the client waits that long, and the broker reads nothing from it)."""
+        if self.quota_meter is None:
+            return 0
+        throttle_ms = self.quota_meter(self.principal, self.header.client_id or "", key, value)
+        self.throttle_ms = max(self.throttle_ms, throttle_ms)
+        return throttle_ms
 
     @property
     def api_version(self) -> int:
@@ -53,13 +83,15 @@ class ServerLimits:
 
 class Server:
     def __init__(self, broker, limits: ServerLimits | None = None, *, handlers: dict | None = None,
-                 api_versions=api_versions_response) -> None:
+                 api_versions=api_versions_response, security: ListenerSecurity | None = None) -> None:
         """Serve ``broker`` (what the handlers are given) with ``handlers`` (the broker's registry,
-        or another, such as a controller listener's) and ``api_versions`` making their ApiVersions answer."""
+        or another, such as a controller listener's) and ``api_versions`` making their ApiVersions answer,
+        on a listener with ``security`` (PLAINTEXT unless told)."""
         self.broker = broker
         self.limits = limits or ServerLimits()
         self.handlers = HANDLERS if handlers is None else handlers
         self.api_versions = api_versions
+        self.security = security or ListenerSecurity()
         self.connections = 0
 
     async def serve(self, host: str, port: int, sockets=(), *, task_status=trio.TASK_STATUS_IGNORED) -> None:
@@ -76,12 +108,23 @@ class Server:
             await stream.aclose()
             return
         self.connections += 1
+        peer = "?"
         try:
             peer = stream.socket.getpeername()[0]
             stream.socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            await self._serve_connection(stream, peer)
-        except* (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
-            pass
+            principal = "User:ANONYMOUS"
+            if self.security.ssl_context is not None:
+                stream = trio.SSLStream(stream, self.security.ssl_context, server_side=True)
+                with trio.fail_after(_TLS_HANDSHAKE_S):
+                    await stream.do_handshake()
+                principal = principal_of_certificate(stream.getpeercert())
+            session = Session(self.security, getattr(self.broker, "scram_credential", _no_credential), principal)
+            await self._serve_connection(stream, peer, session)
+        except* (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError) as errors:
+            if isinstance(stream, trio.SSLStream) and errors.exceptions[0].__cause__ is not None:
+                logger.info("closing TLS connection from %s: %s", peer, errors.exceptions[0].__cause__)
+        except* trio.TooSlowError:
+            logger.info("closing connection from %s: no TLS handshake within %d s", peer, _TLS_HANDSHAKE_S)
         except* DecodeError as errors:
             logger.info("closing connection from %s: %s", peer, errors.exceptions[0])
         except* Exception as errors:  # a bug in a handler: this connection closes, the broker goes on
@@ -90,7 +133,7 @@ class Server:
             self.connections -= 1
             await stream.aclose()
 
-    async def _serve_connection(self, stream: trio.SocketStream, peer: str) -> None:
+    async def _serve_connection(self, stream, peer: str, session: Session) -> None:
         """Handle requests one after another; answers leave in order from a writer task.
 
         A handler may return a :class:`Deferred` answer (acks=all produce
@@ -98,19 +141,22 @@ class Server:
         ``max_in_flight_per_connection`` unanswered ones.
         """
         outbox = _Outbox(self.limits.max_in_flight_per_connection)
+        sink = _TlsSink(stream) if isinstance(stream, trio.SSLStream) else _SocketSink(stream)
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(_write_in_order, stream, outbox)
+            nursery.start_soon(_write_in_order, sink, outbox)
             try:
-                await self._read_requests(stream, peer, outbox, nursery)
+                await self._read_requests(stream, peer, session, outbox, nursery)
             finally:
                 outbox.close()
 
-    async def _read_requests(self, stream, peer: str, outbox, nursery) -> None:
+    async def _read_requests(self, stream, peer: str, session: Session, outbox, nursery) -> None:
         decoder = FrameDecoder(self.limits.max_frame_bytes)
         idle_seconds = self.limits.idle_ms / 1000
-        while True:
+        direct_reads = isinstance(stream, trio.SocketStream)
+        while not session.closing:
+            decoder.max_frame_bytes = session.max_frame_bytes or self.limits.max_frame_bytes
             frame = decoder.next_frame()
-            if frame is None and (partial := decoder.take_partial_frame(_DIRECT_READ_BYTES)) is not None:
+            if frame is None and direct_reads and (partial := decoder.take_partial_frame(_DIRECT_READ_BYTES)) is not None:
                 frame = await _receive_rest(stream, *partial, idle_seconds)
                 if frame is None:
                     logger.debug("connection from %s closed or idle inside a frame", peer)
@@ -124,18 +170,27 @@ class Server:
                     continue
                 logger.debug("closing idle connection from %s", peer)
                 return
-            answer = await self._handle(frame, peer)
+            if session.raw_tokens:
+                answer = _raw_token_answer(session, frame, peer)
+            else:
+                answer = await self._handle(frame, peer, session)
             if answer is not None:
                 await outbox.put(answer)
                 if not answer.done.is_set():
                     nursery.start_soon(answer.complete, outbox)
+                if answer.throttle_ms:  # muted: nothing more is read from this client until the throttle ends
+                    await trio.sleep(answer.throttle_ms / 1000)
 
-    async def _handle(self, frame: bytes, peer: str):
+    async def _handle(self, frame: bytes, peer: str, session: Session):
         """The response frame for one request frame, or None when there is none to send."""
         try:
             header, body_start = decode_request_header(frame)
         except UnknownApiKey as error:
             raise DecodeError(f"unknown api key {error.api_key}") from None
+        if not session.admits(header.api_key):
+            state = "an expired session" if session.authenticated else "authentication"
+            raise DecodeError(f"unexpected request (api key {header.api_key}) during {state} on listener "
+                              f"{self.security.name}")
         handler = self.handlers.get(header.api_key)
         if handler is None or not handler.supports(header.api_version):
             if header.api_key == _API_VERSIONS_KEY:
@@ -145,11 +200,21 @@ class Server:
                 return answer
             raise DecodeError(f"api key {header.api_key} v{header.api_version} is not supported")
         request = handler.api.decode_request(header.api_version, memoryview(frame)[body_start:], exact=False)
-        context = RequestContext(header, peer)
+        context = RequestContext(header, peer, self.security.name, session,
+                                 getattr(self.broker, "throttle_ms", None))
+        started = time.perf_counter()
         response = await handler.handle(self.broker, context, request)
         if response is None:
             return None
+        if header.api_key not in _QUOTA_EXEMPT:
+            # request_percentage (KIP-124): the share of a thread's time the client's requests take.
+            percent_seconds = (time.perf_counter() - started) * 100
+            throttle_ms = context.throttle(REQUEST_PERCENTAGE, percent_seconds)
+            body = response.response if isinstance(response, Deferred) else response
+            if throttle_ms and hasattr(body, "throttle_time_ms"):
+                body.throttle_time_ms = max(body.throttle_time_ms or 0, throttle_ms)
         answer = _Answer(header)
+        answer.throttle_ms = context.throttle_ms
         if isinstance(response, Deferred):
             answer.deferred = response
         else:
@@ -176,6 +241,7 @@ class _Answer:
 
     def __init__(self, header: RequestHeader) -> None:
         self.header = header
+        self.throttle_ms = 0
         self.frame = None
         self.deferred: Deferred | None = None
         self.done = trio.Event()
@@ -237,10 +303,9 @@ class _Outbox:
 _COALESCE_BYTES = 64 * 1024  # answers up to this size that finish together leave in one write
 
 
-async def _write_in_order(stream: trio.SocketStream, outbox: _Outbox) -> None:
+async def _write_in_order(sink, outbox: _Outbox) -> None:
     """Write answers as they finish, in order; small ones that finished together go
     out in one write (one syscall and one wake-up of the client instead of many)."""
-    fd = stream.socket.fileno()
     while (answers := await outbox.take_finished()) is not None:
         small = []
         for answer in answers:
@@ -249,48 +314,88 @@ async def _write_in_order(stream: trio.SocketStream, outbox: _Outbox) -> None:
                 small.append(frame)
                 continue
             if small:
-                await _send_bytes(fd, memoryview(b"".join(small)))
+                await sink.send_bytes(memoryview(b"".join(small)))
                 small = []
-            await send_response(stream, frame)
+            await send_response(sink, frame)
         if small:
-            await _send_bytes(fd, memoryview(small[0] if len(small) == 1 else b"".join(small)))
+            await sink.send_bytes(memoryview(small[0] if len(small) == 1 else b"".join(small)))
         await trio.lowlevel.checkpoint()
 
 
-async def send_response(stream: trio.SocketStream, frame) -> None:
-    """Write a response frame, sending its file regions straight from the page cache.
-
-    The pieces go straight to the non-blocking socket and yield only when it
-    is full, not once per piece (a Fetch answer has two pieces per
-    partition); the caller takes the scheduling point.
-    """
-    fd = stream.socket.fileno()
+async def send_response(sink, frame) -> None:
+    """Write a response frame, its file regions straight from the page cache where the sink can."""
     view = memoryview(frame)
     sent = 0
     for offset, region in frame.regions:
-        await _send_bytes(fd, view[sent:offset])
-        await _sendfile(fd, region.fd, region.position, region.length)
+        await sink.send_bytes(view[sent:offset])
+        await sink.send_region(region)
         sent = offset
-    await _send_bytes(fd, view[sent:])
+    await sink.send_bytes(view[sent:])
 
 
-async def _send_bytes(fd: int, data: memoryview) -> None:
-    while data:
-        try:
-            data = data[os.write(fd, data):]
-        except BlockingIOError:
-            await trio.lowlevel.wait_writable(fd)
+class _SocketSink:
+    """A plaintext connection: bytes go straight to the non-blocking socket, file regions by
+    ``os.sendfile``, yielding only when the socket is full (a Fetch answer has two pieces per
+    partition); the caller takes the scheduling point."""
+
+    def __init__(self, stream: trio.SocketStream) -> None:
+        self.fd = stream.socket.fileno()
+
+    async def send_bytes(self, data: memoryview) -> None:
+        fd = self.fd
+        while data:
+            try:
+                data = data[os.write(fd, data):]
+            except BlockingIOError:
+                await trio.lowlevel.wait_writable(fd)
+
+    async def send_region(self, region) -> None:
+        fd, position = self.fd, region.position
+        end = position + region.length
+        while position < end:
+            try:
+                sent = os.sendfile(fd, region.fd, position, end - position)
+            except BlockingIOError:
+                await trio.lowlevel.wait_writable(fd)
+                continue
+            if sent == 0:
+                # The file ended early: the frame's promised size cannot be kept.
+                raise trio.BrokenResourceError("file region shorter than announced")
+            position += sent
 
 
-async def _sendfile(fd: int, file_fd: int, position: int, length: int) -> None:
-    end = position + length
-    while position < end:
-        try:
-            sent = os.sendfile(fd, file_fd, position, end - position)
-        except BlockingIOError:
-            await trio.lowlevel.wait_writable(fd)
-            continue
-        if sent == 0:
-            # The file ended early: the frame's promised size cannot be kept.
-            raise trio.BrokenResourceError("file region shorter than announced")
-        position += sent
+class _TlsSink:
+    """A TLS connection: everything is encrypted from buffers, file regions read in chunks."""
+
+    def __init__(self, stream: trio.SSLStream) -> None:
+        self.stream = stream
+
+    async def send_bytes(self, data: memoryview) -> None:
+        if data:
+            await self.stream.send_all(data)
+
+    async def send_region(self, region) -> None:
+        position, end = region.position, region.position + region.length
+        while position < end:
+            chunk = os.pread(region.fd, min(_TLS_REGION_CHUNK_BYTES, end - position), position)
+            if not chunk:
+                raise trio.BrokenResourceError("file region shorter than announced")
+            await self.stream.send_all(chunk)
+            position += len(chunk)
+
+
+def _raw_token_answer(session: Session, token: bytes, peer: str) -> _Answer:
+    """After a v0 SaslHandshake a frame is a bare SASL token, answered by a bare one (Kafka's
+    original SASL framing); a failure closes the connection without an answer."""
+    try:
+        reply, _ = session.authenticate(bytes(token))
+    except AuthenticationFailed as failure:
+        raise DecodeError(f"failed authentication from {peer}: {failure}") from None
+    answer = _Answer(None)
+    answer.frame = EncodeBuffer(len(reply).to_bytes(4, "big") + reply)
+    answer.done.set()
+    return answer
+
+
+def _no_credential(user: str, mechanism: int):
+    return None

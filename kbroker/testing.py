@@ -13,12 +13,12 @@ from __future__ import annotations
 import contextlib
 import tempfile
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pytest
 import trio
 
-from kbroker.broker import Broker, BrokerSettings
+from kbroker.broker import Broker, BrokerSettings, plaintext_listener, settings_from_config
 from kbroker.config import BrokerConfig
 
 _START_TIMEOUT_S = 30
@@ -35,6 +35,10 @@ class RunningBroker:
     def bootstrap(self) -> str:
         return f"{self.host}:{self.port}"
 
+    def address(self, listener: str) -> str:
+        """host:port of one of its listeners, by name."""
+        return f"{self.host}:{self.broker.ports[listener.upper()]}"
+
 
 @contextlib.contextmanager
 def running_broker(data_dir: str | None = None, *, host: str = "127.0.0.1", node_id: int = 1, settings: dict | None = None):
@@ -46,7 +50,11 @@ def running_broker(data_dir: str | None = None, *, host: str = "127.0.0.1", node
         if data_dir is None:
             data_dir = stack.enter_context(tempfile.TemporaryDirectory(prefix="kbroker-"))
         config = BrokerConfig.from_mapping(settings or {})
-        broker = Broker(BrokerSettings(node_id=node_id, host=host, port=0, data_dir=data_dir), config)
+        if "listeners" in (settings or {}):  # the listeners as given (port 0: any free one)
+            broker_settings = replace(settings_from_config(config), node_id=node_id, data_dir=data_dir)
+        else:
+            broker_settings = BrokerSettings(node_id=node_id, listeners=plaintext_listener(host, 0), data_dir=data_dir)
+        broker = Broker(broker_settings, config)
         started = threading.Event()
         state: dict = {}
 

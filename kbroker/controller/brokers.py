@@ -23,12 +23,15 @@ from kbroker.metadata.image import BrokerEndpoint, MetadataImage
 NO_LEADER = -1
 
 
-def registration_records(broker_id: int, broker_epoch: int, host: str, port: int, rack: str | None,
+def registration_records(broker_id: int, broker_epoch: int, listeners: list, rack: str | None,
                          incarnation_id, image: MetadataImage) -> list:
-    """A (re-)registration: the broker starts fenced, so it gives up what its earlier incarnation led."""
-    endpoint = records.RegisterBrokerRecord.BrokerEndpoint(name="PLAINTEXT", host=host, port=port, security_protocol=0)
+    """A (re-)registration: the broker starts fenced, so it gives up what its earlier incarnation led.
+    ``listeners`` are its BrokerRegistration listeners, the inter-broker one first."""
+    endpoints = [records.RegisterBrokerRecord.BrokerEndpoint(name=listener.name, host=listener.host, port=listener.port,
+                                                             security_protocol=listener.security_protocol)
+                 for listener in listeners]
     register = records.RegisterBrokerRecord(broker_id=broker_id, incarnation_id=incarnation_id,
-                                            broker_epoch=broker_epoch, end_points=[endpoint], rack=rack, fenced=True)
+                                            broker_epoch=broker_epoch, end_points=endpoints, rack=rack, fenced=True)
     return [register, *leadership_moves(image, fenced=broker_id)]
 
 

@@ -103,14 +103,13 @@ class Controller:
         """BrokerRegistration: (error code, broker epoch)."""
         if request.cluster_id != self.cluster_id:
             return ErrorCode.INCONSISTENT_CLUSTER_ID, -1
-        listener = next(iter(request.listeners or ()), None)
-        if listener is None:
+        if not request.listeners:
             return ErrorCode.INVALID_REQUEST, -1
         async with self.write_lock:
             if not self.is_active:
                 return ErrorCode.NOT_CONTROLLER, -1
             broker_epoch = self.driver.node.end_offset  # the offset the registration lands at
-            change = brokers.registration_records(request.broker_id, broker_epoch, listener.host, listener.port,
+            change = brokers.registration_records(request.broker_id, broker_epoch, request.listeners,
                                                   request.rack, request.incarnation_id, self.image)
             error = await self.submit(change)
         if error is not None:

@@ -69,7 +69,8 @@ async def describe_quorum(controller, context, request):
 # The metadata changes a broker forwards: the same handlers as a lone broker's, planned here against the
 # quorum's image (kbroker.handlers.metadata_change refuses them while this controller is not active).
 for _api_name in ("CreateTopics", "DeleteTopics", "CreatePartitions", "AlterConfigs", "IncrementalAlterConfigs",
-                  "ElectLeaders", "AlterPartitionReassignments"):
+                  "ElectLeaders", "AlterPartitionReassignments", "AlterUserScramCredentials", "CreateAcls",
+                  "DeleteAcls", "AlterClientQuotas"):
     CONTROLLER_HANDLERS[API_BY_NAME[_api_name].key] = HANDLERS[API_BY_NAME[_api_name].key]
 
 

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from importlib import import_module
 
 from kbroker.handlers.results import mark_not_made  # noqa: F401  (for the handlers of metadata changes)
+from kbroker.security.authorization import allowed_on_cluster
+from wire.errors import ErrorCode
 from wire.schema import API_BY_NAME, Api
 
 
@@ -57,8 +59,11 @@ def handles(api_name: str, min_version: int, max_version: int, registry: dict[in
     return register
 
 
-def metadata_change(refusal):
+def metadata_change(refusal, cluster_operation=None):
     """Decorate the handler of an admin request that changes metadata (CreateTopics, DeleteTopics, ...).
+
+    With ``cluster_operation`` (an AclOperation), the principal needs it on the cluster, checked before
+    anything else (``refusal(request, CLUSTER_AUTHORIZATION_FAILED)`` otherwise).
 
     A lone broker makes the change itself. In a quorum a broker forwards the request to the
     active controller (``owner.forwards``); a controller that is not active answers
@@ -68,6 +73,8 @@ def metadata_change(refusal):
     """
     def decorate(function):
         async def handle(owner, context, request):
+            if cluster_operation is not None and not allowed_on_cluster(owner, context, cluster_operation):
+                return refusal(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
             if owner.forwards:
                 return await owner.forward(context, request)
             if not owner.is_active:
@@ -88,7 +95,9 @@ _MODULES = ("api_versions", "metadata", "create_topics", "delete_topics", "produ
             "join_group", "sync_group", "heartbeat", "leave_group", "offset_commit", "offset_fetch", "offset_delete",
             "list_groups", "describe_groups", "delete_groups",
             "consumer_group_heartbeat", "consumer_group_describe", "write_txn_markers", "txn_offset_commit",
-            "add_partitions_to_txn", "add_offsets_to_txn", "end_txn", "describe_transactions", "list_transactions")
+            "add_partitions_to_txn", "add_offsets_to_txn", "end_txn", "describe_transactions", "list_transactions",
+            "sasl_handshake", "sasl_authenticate", "describe_user_scram_credentials", "alter_user_scram_credentials",
+            "describe_acls", "create_acls", "delete_acls", "describe_client_quotas", "alter_client_quotas")
 
 for _module in _MODULES:
     import_module(f"kbroker.handlers.{_module}")

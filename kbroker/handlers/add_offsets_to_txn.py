@@ -5,6 +5,8 @@ from __future__ import annotations
 from kbroker import handlers
 from kbroker.coordinator_runtime import now_ms
 from kbroker.effects import CoordinatorError
+from kbroker.security.acls import AclOperation
+from kbroker.security.authorization import require_group, require_transactional_id
 from wire.errors import ErrorCode
 from wire.schema import API_BY_NAME
 
@@ -15,6 +17,8 @@ AddOffsetsToTxnResponse = API_BY_NAME["AddOffsetsToTxn"].response_class
 async def handle(broker, context, request):
     shell = broker.transactions
     try:
+        require_transactional_id(broker, context, AclOperation.WRITE, request.transactional_id)
+        require_group(broker, context, AclOperation.READ, request.group_id)
         shell.coordinator.check(request.transactional_id)
         broker.groups.ensure_topic()  # the group's offsets partition must exist to take the markers
         error_code, effects = shell.coordinator.add_offsets(request.transactional_id, request.producer_id,

@@ -10,6 +10,8 @@ from __future__ import annotations
 from kbroker import handlers
 from kbroker.coordinator_runtime import now_ms
 from kbroker.effects import CoordinatorError
+from kbroker.security.acls import AclOperation, ResourceType
+from kbroker.security.authorization import allowed, allowed_on_cluster
 from wire.errors import ErrorCode
 from wire.schema import API_BY_NAME
 
@@ -23,9 +25,14 @@ _BATCHED_FROM = 4
 @handlers.handles("AddPartitionsToTxn", 0, 5)
 async def handle(broker, context, request):
     if context.api_version < _BATCHED_FROM:
-        topics = await _add(broker, request.v3_and_below_transactional_id, request.v3_and_below_producer_id,
-                            request.v3_and_below_producer_epoch, request.v3_and_below_topics, False)
-        return AddPartitionsToTxnResponse(results_by_topic_v3_and_below=topics)
+        transactional_id, topics = request.v3_and_below_transactional_id, request.v3_and_below_topics
+        refused = _refused(broker, context, transactional_id, topics)
+        if refused is None:
+            refused = await _add(broker, transactional_id, request.v3_and_below_producer_id,
+                                 request.v3_and_below_producer_epoch, topics, False)
+        return AddPartitionsToTxnResponse(results_by_topic_v3_and_below=refused)
+    if not allowed_on_cluster(broker, context, AclOperation.CLUSTER_ACTION):  # v4+: brokers only (KIP-890)
+        return AddPartitionsToTxnResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, results_by_transaction=[])
     results = [TxnResult(transactional_id=txn.transactional_id,
                          topic_results=await _add(broker, txn.transactional_id, txn.producer_id, txn.producer_epoch,
                                                   txn.topics, txn.verify_only))
@@ -50,6 +57,19 @@ async def _add(broker, transactional_id: str, producer_id: int, producer_epoch: 
     except CoordinatorError as error:
         errors = {key: error.error_code for key in partitions}
     return _results(topics, errors)
+
+
+def _refused(broker, context, transactional_id: str, topics) -> list | None:
+    """The answer when the client may not write to the transactional id or to one of the topics, else None."""
+    partitions = [(topic.name, index) for topic in topics for index in topic.partitions]
+    if not allowed(broker, context, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+        return _results(topics, dict.fromkeys(partitions, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
+    refused = {topic.name for topic in topics
+               if not allowed(broker, context, AclOperation.WRITE, ResourceType.TOPIC, topic.name)}
+    if not refused:
+        return None
+    return _results(topics, {(name, index): ErrorCode.TOPIC_AUTHORIZATION_FAILED if name in refused
+                             else ErrorCode.OPERATION_NOT_ATTEMPTED for name, index in partitions})
 
 
 def _exists(broker, topic: str, index: int) -> bool:

@@ -1,7 +1,7 @@
 """AlterConfigs (33): replace a topic's whole set of overrides; broker settings are static here."""
 
 from kbroker import handlers
-from kbroker.configs import alter_resources, refuse_resources, plan_alter
+from kbroker.configs import alter_authorized, alter_resources, refuse_resources, plan_alter
 from wire.schema import API_BY_NAME
 
 AlterConfigsResponse = API_BY_NAME["AlterConfigs"].response_class
@@ -12,8 +12,13 @@ def _refusal(request):
 
 
 @handlers.handles("AlterConfigs", 0, 2)
-@handlers.metadata_change(_refusal)
 async def handle(broker, context, request):
+    return await alter_authorized(broker, context, request, _alter, AlterConfigsResponse,
+                                  AlterConfigsResponse.AlterConfigsResourceResponse)
+
+
+@handlers.metadata_change(_refusal)
+async def _alter(broker, context, request):
     def plan_for(image, resource):
         wanted = {config.name: config.value for config in resource.configs}
         return plan_alter(broker.config, image, broker.node_id, resource.resource_type, resource.resource_name, wanted)

@@ -7,6 +7,8 @@ fewer in-sync copies than before while it moves.
 
 from kbroker import handlers
 from kbroker.controller.partitions import completed_reassignments, reassign
+from kbroker.security.acls import AclOperation
+from kbroker.security.authorization import allowed_on_cluster
 from wire.errors import ErrorCode
 from wire.schema import API_BY_NAME
 
@@ -22,13 +24,15 @@ def _answer(results) -> object:
                                            for p, code in partitions]) for name, partitions in results])
 
 
-def _refusal(request):
-    return _answer([(t.name, [(p.partition_index, ErrorCode.NOT_CONTROLLER) for p in t.partitions])
-                    for t in request.topics])
+def _refusal(request, code: int = ErrorCode.NOT_CONTROLLER):
+    response = _answer([(t.name, [(p.partition_index, code) for p in t.partitions]) for t in request.topics])
+    if code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED:
+        response.error_code = code
+    return response
 
 
 @handlers.handles("AlterPartitionReassignments", 0, 1)
-@handlers.metadata_change(_refusal)
+@handlers.metadata_change(_refusal, AclOperation.ALTER)
 async def alter(owner, context, request):
     results, change = [], []
     keep_factor = context.api_version >= 1 and not request.allow_replication_factor_change
@@ -62,6 +66,8 @@ async def alter(owner, context, request):
 
 @handlers.handles("ListPartitionReassignments", 0, 0)
 async def list_reassignments(owner, context, request):
+    if not allowed_on_cluster(owner, context, AclOperation.DESCRIBE):
+        return ListResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, topics=[])
     wanted = None if request.topics is None else {t.name: set(t.partition_indexes) for t in request.topics}
     topics = []
     for name, topic in sorted(owner.image.topics.items()):

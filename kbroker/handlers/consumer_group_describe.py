@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from kbroker import handlers
+from kbroker.security.acls import AclOperation
+from kbroker.security.authorization import require_group
 from kbroker.effects import CoordinatorError
 from wire.errors import ErrorCode
 from wire.schema import API_BY_NAME
@@ -17,6 +19,7 @@ async def handle(broker, context, request):
     described = []
     for group_id in request.group_ids:
         try:
+            require_group(broker, context, AclOperation.DESCRIBE, group_id)
             shell.coordinator.check(group_id)
             group = shell.coordinator.groups.get(group_id)
             if group is None or group.kind != "consumer":

@@ -7,6 +7,8 @@ once the records of any change are durable.
 from __future__ import annotations
 
 from kbroker import handlers
+from kbroker.security.acls import AclOperation
+from kbroker.security.authorization import require_group
 from kbroker.effects import CoordinatorError
 from kbroker.group.shell import now_ms
 from wire.errors import ErrorCode
@@ -20,6 +22,7 @@ async def handle(broker, context, request):
     shell = broker.groups
     now = now_ms()
     try:
+        require_group(broker, context, AclOperation.READ, request.group_id)
         if not request.group_id:
             raise CoordinatorError(ErrorCode.INVALID_REQUEST, "GroupId can't be empty.")
         group, conversion = shell.coordinator.consumer_group(request.group_id, now, create=request.member_epoch == 0)

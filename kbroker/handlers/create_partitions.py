@@ -1,6 +1,8 @@
 """CreatePartitions (37): grow topics' partition counts with Kafka's checks; one metadata batch."""
 
 from kbroker import handlers
+from kbroker.security.acls import AclOperation, ResourceType
+from kbroker.security.authorization import allowed
 from kbroker.topics import TopicError, plan_partitions
 from wire.errors import ErrorCode
 from wire.schema import API_BY_NAME
@@ -15,8 +17,20 @@ def _refusal(request):
 
 
 @handlers.handles("CreatePartitions", 0, 3)
-@handlers.metadata_change(_refusal)
 async def handle(broker, context, request):
+    """ALTER on each topic is needed (checked here, before a forward to the controller)."""
+    wanted = request.topics
+    request.topics = [t for t in wanted if allowed(broker, context, AclOperation.ALTER, ResourceType.TOPIC, t.name)]
+    if len(request.topics) == len(wanted):
+        return await _create(broker, context, request)
+    response = await _create(broker, context, request) if request.topics else CreatePartitionsResponse(results=[])
+    response.results += [Result(name=t.name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                         for t in wanted if t not in request.topics]
+    return response
+
+
+@handlers.metadata_change(_refusal)
+async def _create(broker, context, request):
     names = [topic.name for topic in request.topics]
     duplicates = sorted({name for name in names if names.count(name) > 1})
     results = [Result(name=name, error_code=ErrorCode.INVALID_REQUEST, error_message="Duplicate topic name.") for name in duplicates]

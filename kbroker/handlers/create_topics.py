@@ -3,6 +3,8 @@
 from kbroker import handlers
 from kbroker.configs import ConfigsError, topic_entries, validate_topic_configs
 from kbroker.metadata import records
+from kbroker.security.acls import AclOperation, ResourceType
+from kbroker.security.authorization import allowed, allowed_on_cluster
 from kbroker.topics import TopicError, TopicRequest, plan_topic
 from wire.errors import ErrorCode
 from wire.schema import API_BY_NAME
@@ -20,8 +22,20 @@ def _refusal(request):
 
 
 @handlers.handles("CreateTopics", 2, 7)
-@handlers.metadata_change(_refusal)
 async def handle(broker, context, request):
+    """CREATE on the cluster or on the topic is needed (checked here, before a forward to the controller)."""
+    if allowed_on_cluster(broker, context, AclOperation.CREATE):
+        return await _create(broker, context, request)
+    wanted = request.topics
+    request.topics = [t for t in wanted if allowed(broker, context, AclOperation.CREATE, ResourceType.TOPIC, t.name)]
+    response = await _create(broker, context, request) if request.topics else CreateTopicsResponse(topics=[])
+    response.topics += [Result(name=t.name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                               error_message="Authorization failed.") for t in wanted if t not in request.topics]
+    return response
+
+
+@handlers.metadata_change(_refusal)
+async def _create(broker, context, request):
     """Plan the topics against the image, commit them with the owner's ``submit`` (a lone broker's
     metadata log, or the controller quorum)."""
     known_configs = set(broker.config.log_config_defaults())

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from kbroker import handlers
+from kbroker.security.acls import AclOperation
+from kbroker.security.authorization import require_group
 from kbroker.effects import CoordinatorError
 from wire.errors import ErrorCode
 from wire.schema import API_BY_NAME
@@ -17,6 +19,7 @@ async def handle(broker, context, request):
     results = []
     for group_id in request.groups_names:
         try:
+            require_group(broker, context, AclOperation.DELETE, group_id)
             effects = shell.coordinator.delete_group(group_id)
         except CoordinatorError as error:
             results.append(Result(group_id=group_id, error_code=error.error_code))

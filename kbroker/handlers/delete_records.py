@@ -1,6 +1,8 @@
 """DeleteRecords (21): move partitions' log start offsets forward; the low watermark is the new start."""
 
 from kbroker import handlers
+from kbroker.security.acls import AclOperation, ResourceType
+from kbroker.security.authorization import allowed
 from wire.errors import ErrorCode
 from wire.schema import API_BY_NAME
 
@@ -16,10 +18,14 @@ async def handle(broker, context, request):
     topics, moved = [], False
     for wanted_topic in request.topics:
         topic = broker.image.topics.get(wanted_topic.name)
+        deletable = allowed(broker, context, AclOperation.DELETE, ResourceType.TOPIC, wanted_topic.name)
         results = []
         for wanted in wanted_topic.partitions:
             result = PartitionResult(partition_index=wanted.partition_index, low_watermark=-1)
             results.append(result)
+            if not deletable:
+                result.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                continue
             if topic is None or not 0 <= wanted.partition_index < len(topic.partitions):
                 result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue

@@ -1,6 +1,8 @@
 """DescribeCluster (60): the cluster id, the brokers and a controller id clients can reach."""
 
 from kbroker import handlers
+from kbroker.security.acls import ResourceType
+from kbroker.security.authorization import CLUSTER, authorized_operations
 from wire.errors import ErrorCode
 from wire.schema import API_BY_NAME
 
@@ -10,7 +12,6 @@ BrokerResult = DescribeClusterResponse.DescribeClusterBroker
 BROKER_ENDPOINT, CONTROLLER_ENDPOINT = 1, 2
 # With no authorizer Kafka grants every operation a cluster supports: CREATE(5), ALTER(7), DESCRIBE(8),
 # CLUSTER_ACTION(9), DESCRIBE_CONFIGS(10), ALTER_CONFIGS(11), IDEMPOTENT_WRITE(12), as a bit field.
-CLUSTER_OPERATIONS = sum(1 << code for code in (5, 7, 8, 9, 10, 11, 12))
 OPERATIONS_NOT_ASKED = -2147483648
 
 
@@ -25,8 +26,10 @@ async def handle(broker, context, request):
     return DescribeClusterResponse(
         cluster_id=image.cluster_id,
         controller_id=controller_id,
-        brokers=[BrokerResult(broker_id=b.node_id, host=b.host, port=b.port, rack=b.rack) for b in image.live_brokers],
-        cluster_authorized_operations=CLUSTER_OPERATIONS if request.include_cluster_authorized_operations else OPERATIONS_NOT_ASKED,
+        brokers=[BrokerResult(broker_id=b.node_id, host=host, port=port, rack=b.rack)
+                 for b, host, port in image.live_addresses(context.listener)],
+        cluster_authorized_operations=(authorized_operations(broker, context, ResourceType.CLUSTER, CLUSTER)
+                                       if request.include_cluster_authorized_operations else OPERATIONS_NOT_ASKED),
     )
 
 

@@ -1,7 +1,8 @@
 """DescribeConfigs (32): topic and broker configs with their sources, synonyms, types and docs."""
 
 from kbroker import handlers
-from kbroker.configs import BROKER_RESOURCE, ConfigsError, describe_broker, describe_topic
+from kbroker.configs import BROKER_RESOURCE, ConfigsError, config_authorization_error, describe_broker, describe_topic
+from kbroker.security.acls import AclOperation
 from kbroker.metadata.image import TOPIC_RESOURCE
 from wire.errors import ErrorCode
 from wire.schema import API_BY_NAME
@@ -17,7 +18,11 @@ async def handle(broker, context, request):
     results = []
     for resource in request.resources:
         keys = list(resource.configuration_keys) if resource.configuration_keys else None
+        refused = config_authorization_error(broker, context, AclOperation.DESCRIBE_CONFIGS, resource.resource_type,
+                                             resource.resource_name)
         try:
+            if refused is not None:
+                raise ConfigsError(refused, None)
             if resource.resource_type == TOPIC_RESOURCE:
                 entries = describe_topic(broker.config, broker.image, resource.resource_name, keys)
             elif resource.resource_type == BROKER_RESOURCE:

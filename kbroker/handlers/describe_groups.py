@@ -7,6 +7,8 @@ is a consumer (KIP-848) group, which ConsumerGroupDescribe describes.
 from __future__ import annotations
 
 from kbroker import handlers
+from kbroker.security.acls import AclOperation
+from kbroker.security.authorization import require_group
 from kbroker.effects import CoordinatorError
 from wire.errors import ErrorCode
 from wire.schema import API_BY_NAME
@@ -22,6 +24,7 @@ async def handle(broker, context, request):
     described = []
     for group_id in request.groups:
         try:
+            require_group(broker, context, AclOperation.DESCRIBE, group_id)
             coordinator.check(group_id)
         except CoordinatorError as error:
             described.append(_empty(group_id, error.error_code, "Dead"))

@@ -3,6 +3,8 @@
 import os
 
 from kbroker import handlers
+from kbroker.security.acls import AclOperation
+from kbroker.security.authorization import allowed_on_cluster
 from wire.errors import ErrorCode
 from wire.schema import API_BY_NAME
 
@@ -14,6 +16,8 @@ PartitionResult = TopicResult.DescribeLogDirsPartition
 
 @handlers.handles("DescribeLogDirs", 1, 4)
 async def handle(broker, context, request):
+    if not allowed_on_cluster(broker, context, AclOperation.DESCRIBE):
+        return DescribeLogDirsResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, results=[])
     logs = broker.logs.logs
     if request.topics is None:
         wanted = set(logs)

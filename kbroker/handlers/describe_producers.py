@@ -1,6 +1,8 @@
 """DescribeProducers (61): the active idempotent and transactional producers of partitions."""
 
 from kbroker import handlers
+from kbroker.security.acls import AclOperation, ResourceType
+from kbroker.security.authorization import allowed
 from wire.errors import ErrorCode
 from wire.schema import API_BY_NAME
 
@@ -16,7 +18,11 @@ async def handle(broker, context, request):
     for wanted_topic in request.topics:
         topic = broker.image.topics.get(wanted_topic.name)
         results = []
+        readable = allowed(broker, context, AclOperation.READ, ResourceType.TOPIC, wanted_topic.name)
         for index in wanted_topic.partition_indexes:
+            if not readable:
+                results.append(PartitionResult(partition_index=index, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                continue
             if topic is None or not 0 <= index < len(topic.partitions):
                 results.append(PartitionResult(partition_index=index, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                 continue

@@ -1,6 +1,8 @@
 """DescribeTopicPartitions (75): topics' partitions in name order, paged by a cursor as Kafka pages them."""
 
 from kbroker import handlers
+from kbroker.security.acls import AclOperation, ResourceType
+from kbroker.security.authorization import allowed, authorized_operations
 from kbroker.topics import TopicError, validate_topic_name
 from wire.errors import ErrorCode
 from wire.primitives import ZERO_UUID
@@ -33,6 +35,11 @@ async def handle(broker, context, request):
             response.next_cursor = Cursor(topic_name=name, partition_index=0)
             break
         topic = image.topics.get(name)
+        if not allowed(broker, context, AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+            if not everything:  # asked for by name: refused; when listing all, left out (as Metadata)
+                response.topics.append(Topic(name=name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                             topic_id=ZERO_UUID, partitions=[]))
+            continue
         if topic is None:
             if not everything:
                 response.topics.append(_missing(name))
@@ -41,7 +48,8 @@ async def handle(broker, context, request):
         end = min(len(topic.partitions), start + remaining)
         partitions = [_partition(p, live) for p in topic.partitions[start:end]]
         response.topics.append(Topic(name=name, topic_id=topic.topic_id, is_internal=topic.is_internal,
-                                     partitions=partitions, topic_authorized_operations=TOPIC_OPERATIONS))
+                                     partitions=partitions, topic_authorized_operations=authorized_operations(
+                                         broker, context, ResourceType.TOPIC, name)))
         if end < len(topic.partitions):
             response.next_cursor = Cursor(topic_name=name, partition_index=end)
             break

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from kbroker import handlers
+from kbroker.security.acls import AclOperation, ResourceType
+from kbroker.security.authorization import allowed
+from wire.errors import ErrorCode
 from wire.schema import API_BY_NAME
 
 DescribeTransactionsResponse = API_BY_NAME["DescribeTransactions"].response_class
@@ -10,4 +13,10 @@ DescribeTransactionsResponse = API_BY_NAME["DescribeTransactions"].response_clas
 
 @handlers.handles("DescribeTransactions", 0, 0)
 async def handle(broker, context, request):
-    return DescribeTransactionsResponse(transaction_states=broker.transactions.coordinator.describe(request.transactional_ids))
+    ids = request.transactional_ids
+    visible = [i for i in ids if allowed(broker, context, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, i)]
+    described = {state.transactional_id: state for state in broker.transactions.coordinator.describe(visible)}
+    Described = DescribeTransactionsResponse.TransactionState
+    return DescribeTransactionsResponse(transaction_states=[
+        described.get(i) or Described(transactional_id=i, error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        for i in ids])

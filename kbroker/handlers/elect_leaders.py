@@ -2,6 +2,7 @@
 
 from kbroker import handlers
 from kbroker.controller.partitions import PREFERRED, elect
+from kbroker.security.acls import AclOperation
 from wire.errors import ErrorCode
 from wire.schema import API_BY_NAME
 
@@ -22,13 +23,16 @@ def _response(results) -> object:
                                                   for p, code in partitions]) for name, partitions in results])
 
 
-def _refusal(request):
+def _refusal(request, code: int = ErrorCode.NOT_CONTROLLER):
     wanted = [] if request.topic_partitions is None else [(t.topic, list(t.partitions)) for t in request.topic_partitions]
-    return _response([(name, [(p, ErrorCode.NOT_CONTROLLER) for p in partitions]) for name, partitions in wanted])
+    response = _response([(name, [(p, code) for p in partitions]) for name, partitions in wanted])
+    if code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED:
+        response.error_code = code  # v1+ has a top-level error; v0 clients read the partitions'
+    return response
 
 
 @handlers.handles("ElectLeaders", 0, 2)
-@handlers.metadata_change(_refusal)
+@handlers.metadata_change(_refusal, AclOperation.ALTER)
 async def handle(owner, context, request):
     election_type = request.election_type if context.api_version >= 1 else PREFERRED
     results, change = [], []

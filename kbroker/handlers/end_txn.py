@@ -11,6 +11,8 @@ from __future__ import annotations
 from kbroker import handlers
 from kbroker.coordinator_runtime import now_ms
 from kbroker.effects import CoordinatorError
+from kbroker.security.acls import AclOperation
+from kbroker.security.authorization import require_transactional_id
 from wire.schema import API_BY_NAME
 
 EndTxnResponse = API_BY_NAME["EndTxn"].response_class
@@ -20,6 +22,7 @@ EndTxnResponse = API_BY_NAME["EndTxn"].response_class
 async def handle(broker, context, request):
     shell = broker.transactions
     try:
+        require_transactional_id(broker, context, AclOperation.WRITE, request.transactional_id)
         shell.coordinator.check(request.transactional_id)
     except CoordinatorError as error:
         return EndTxnResponse(error_code=error.error_code)

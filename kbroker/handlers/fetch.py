@@ -17,6 +17,9 @@ import trio
 
 from kbroker import handlers
 from kbroker.handlers.leader_hints import hint_leader, node_endpoints
+from kbroker.security.acls import AclOperation, ResourceType
+from kbroker.security.authorization import allowed, allowed_on_cluster
+from kbroker.security.quotas import CONSUMER_BYTE_RATE
 from log.partition_log import OffsetOutOfRange
 from wire.errors import ErrorCode
 from wire.primitives import ZERO_UUID
@@ -34,13 +37,21 @@ READ_COMMITTED = 1
 async def handle(broker, context, request):
     deadline = time.monotonic() + max(0, request.max_wait_ms) / 1000
     while True:
-        response, ready_bytes, partitions = _read(broker, request, context.api_version)
+        response, ready_bytes, partitions = _read(broker, request, context)
         remaining = deadline - time.monotonic()
         if ready_bytes >= request.min_bytes or remaining <= 0 or not partitions:
-            return response
+            return _throttled(context, request, response, ready_bytes)
         await _wait_for_any(partitions, remaining)
         if time.monotonic() >= deadline:
-            return _read(broker, request, context.api_version)[0]
+            response, ready_bytes, _ = _read(broker, request, context)
+            return _throttled(context, request, response, ready_bytes)
+
+
+def _throttled(context, request, response, fetched_bytes: int):
+    """A consumer's fetched bytes count against its consumer_byte_rate quota (followers have none)."""
+    if _replica_of(request) < 0:
+        response.throttle_time_ms = context.throttle(CONSUMER_BYTE_RATE, fetched_bytes)
+    return response
 
 
 def _replica_of(request) -> int:
@@ -51,19 +62,26 @@ def _replica_of(request) -> int:
     return request.replica_id if request.replica_id is not None else -1
 
 
-def _read(broker, request, version):
+def _read(broker, request, context):
     """The response as of now, the bytes it carries and the events it could wait on."""
+    version = context.api_version
     replica = _replica_of(request)
     leaders: set[int] = set()  # of partitions this broker does not lead (KIP-951)
     total = 0
     waitable = []
     topics = []
+    replica_allowed = replica < 0 or allowed_on_cluster(broker, context, AclOperation.CLUSTER_ACTION)
     for fetch_topic in request.topics:
         topic = broker.image.topics.get(fetch_topic.topic) if version < 13 else broker.image.topic_by_id(fetch_topic.topic_id)
+        name = topic.name if topic is not None else fetch_topic.topic
+        readable = replica_allowed if replica >= 0 else allowed(broker, context, AclOperation.READ, ResourceType.TOPIC, name)
         results = []
         for wanted in fetch_topic.partitions:
             result = PartitionResult(partition_index=wanted.partition, records=b"")
             results.append(result)
+            if not readable and (topic is not None or version < 13):
+                result.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                continue
             if topic is None:
                 result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if version < 13 else ErrorCode.UNKNOWN_TOPIC_ID
                 continue
@@ -90,7 +108,7 @@ def _read(broker, request, version):
         topics.append(TopicResult(topic=fetch_topic.topic, topic_id=topic.topic_id if topic else fetch_topic.topic_id or ZERO_UUID, partitions=results))
     response = FetchResponse(responses=topics)
     if leaders:
-        response.node_endpoints = node_endpoints(broker.image, leaders, FetchResponse)
+        response.node_endpoints = node_endpoints(broker.image, leaders, FetchResponse, context.listener)
     return response, total, waitable
 
 

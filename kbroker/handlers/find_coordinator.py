@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from kbroker import handlers
 from kbroker.effects import CoordinatorError
+from kbroker.security.acls import AclOperation, ResourceType
+from kbroker.security.authorization import allowed
 from wire.errors import ErrorCode
 from wire.schema import API_BY_NAME
 
@@ -24,28 +26,33 @@ _BATCHED_FROM = 4  # v4+ asks for many keys at once (KIP-699)
 @handlers.handles("FindCoordinator", 0, 6)
 async def handle(broker, context, request):
     keys = request.coordinator_keys if context.api_version >= _BATCHED_FROM else [request.key]
-    found = [_find(broker, request.key_type, key) for key in keys]
+    found = [_find(broker, context, request.key_type, key) for key in keys]
     if context.api_version >= _BATCHED_FROM:
         return FindCoordinatorResponse(coordinators=found)
     [one] = found
     return FindCoordinatorResponse(error_code=one.error_code, error_message=one.error_message, node_id=one.node_id, host=one.host, port=one.port)
 
 
-def _find(broker, key_type: int, key: str) -> Coordinator:
+def _find(broker, context, key_type: int, key: str) -> Coordinator:
     if key_type not in (GROUP, TRANSACTION):
         return _refused(key, ErrorCode.INVALID_REQUEST, f"Unknown coordinator type {key_type}")
     if not key:
         return _refused(key, ErrorCode.INVALID_REQUEST, "The coordinator key must not be empty")
+    if key_type == GROUP and not allowed(broker, context, AclOperation.DESCRIBE, ResourceType.GROUP, key):
+        return _refused(key, ErrorCode.GROUP_AUTHORIZATION_FAILED, None)
+    if key_type == TRANSACTION and not allowed(broker, context, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
+        return _refused(key, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None)
     try:  # the internal topic is created at the first lookup, as Kafka does
         (broker.transactions if key_type == TRANSACTION else broker.groups).ensure_topic()
     except CoordinatorError as error:
         return _refused(key, ErrorCode.COORDINATOR_NOT_AVAILABLE, str(error))
     node_id = (broker.transactions if key_type == TRANSACTION else broker.groups).coordinator_node(key)
-    endpoint = next((b for b in broker.image.live_brokers if b.node_id == node_id), None)
-    if endpoint is None:
+    address = next(((host, port) for b, host, port in broker.image.live_addresses(context.listener) if b.node_id == node_id),
+                   None)
+    if address is None:
         return _refused(key, ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available now")
-    return Coordinator(key=key, node_id=node_id, host=endpoint.host, port=endpoint.port)
+    return Coordinator(key=key, node_id=node_id, host=address[0], port=address[1])
 
 
-def _refused(key: str, code: int, message: str) -> Coordinator:
+def _refused(key: str, code: int, message: str | None) -> Coordinator:
     return Coordinator(key=key, node_id=-1, host="", port=-1, error_code=code, error_message=message)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from kbroker import handlers
 from kbroker.effects import CoordinatorError
+from kbroker.security.acls import AclOperation
+from kbroker.security.authorization import require_group
 from kbroker.group.shell import now_ms
 from wire.schema import API_BY_NAME
 
@@ -14,6 +16,7 @@ HeartbeatResponse = API_BY_NAME["Heartbeat"].response_class
 async def handle(broker, context, request):
     shell = broker.groups
     try:
+        require_group(broker, context, AclOperation.READ, request.group_id)
         group = shell.coordinator.member_group(request.group_id, now_ms())
     except CoordinatorError as error:
         return HeartbeatResponse(error_code=error.error_code)

@@ -1,7 +1,7 @@
 """IncrementalAlterConfigs (44): SET, DELETE, APPEND and SUBTRACT on a topic's overrides."""
 
 from kbroker import handlers
-from kbroker.configs import alter_resources, refuse_resources, plan_incremental_alter
+from kbroker.configs import alter_authorized, alter_resources, refuse_resources, plan_incremental_alter
 from wire.schema import API_BY_NAME
 
 IncrementalAlterConfigsResponse = API_BY_NAME["IncrementalAlterConfigs"].response_class
@@ -12,8 +12,13 @@ def _refusal(request):
 
 
 @handlers.handles("IncrementalAlterConfigs", 0, 1)
-@handlers.metadata_change(_refusal)
 async def handle(broker, context, request):
+    return await alter_authorized(broker, context, request, _alter, IncrementalAlterConfigsResponse,
+                                  IncrementalAlterConfigsResponse.AlterConfigsResourceResponse)
+
+
+@handlers.metadata_change(_refusal)
+async def _alter(broker, context, request):
     def plan_for(image, resource):
         operations = [(config.name, config.config_operation, config.value) for config in resource.configs]
         return plan_incremental_alter(

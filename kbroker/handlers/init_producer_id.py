@@ -5,6 +5,9 @@ producer of that id is fenced, and its open transaction aborted first)."""
 from kbroker import handlers
 from kbroker.coordinator_runtime import now_ms
 from kbroker.effects import CoordinatorError
+from kbroker.security.acls import AclOperation, ResourceType
+from kbroker.security.authorization import allowed_on_any, allowed_on_cluster, require_transactional_id
+from wire.errors import ErrorCode
 from kbroker.producer_ids import NoProducerIds
 from wire.schema import API_BY_NAME
 
@@ -18,6 +21,7 @@ async def handle(broker, context, request):
     if request.transactional_id is not None:
         shell = broker.transactions
         try:
+            require_transactional_id(broker, context, AclOperation.WRITE, request.transactional_id)
             shell.coordinator.check(request.transactional_id)
         except CoordinatorError as error:
             return InitProducerIdResponse(error_code=error.error_code)
@@ -26,5 +30,10 @@ async def handle(broker, context, request):
             waiter, request.transactional_id, request.transaction_timeout_ms, request.producer_id, request.producer_epoch,
             context.api_version, now_ms()))
         return shell.deferred(waiter)
+    # KIP-679: an idempotent producer needs IDEMPOTENT_WRITE on the cluster, or WRITE on some topic.
+    if not (allowed_on_cluster(broker, context, AclOperation.IDEMPOTENT_WRITE)
+            or allowed_on_any(broker, context, AclOperation.WRITE, ResourceType.TOPIC)):
+        return InitProducerIdResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, producer_id=-1,
+                                      producer_epoch=-1)
     producer_id = broker.producer_ids.take(broker)
     return InitProducerIdResponse(producer_id=producer_id, producer_epoch=0)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from kbroker import handlers
 from kbroker.effects import CoordinatorError
+from kbroker.security.acls import AclOperation
+from kbroker.security.authorization import require_group
 from kbroker.group.shell import now_ms
 from wire.errors import ErrorCode
 from wire.schema import API_BY_NAME
@@ -19,6 +21,7 @@ JoinGroupResponse = API_BY_NAME["JoinGroup"].response_class
 async def handle(broker, context, request):
     shell = broker.groups
     try:
+        require_group(broker, context, AclOperation.READ, request.group_id)
         if not request.group_id:
             raise CoordinatorError(ErrorCode.INVALID_GROUP_ID)
         # A known member id names a group that must exist; an empty one may create it.

@@ -13,6 +13,6 @@ def hint_leader(topic, index: int, result, leaders: set[int]) -> None:
         leaders.add(state.leader)
 
 
-def node_endpoints(image, leaders: set[int], response_class) -> list:
-    return [response_class.NodeEndpoint(node_id=broker.node_id, host=broker.host, port=broker.port, rack=broker.rack)
-            for broker in image.live_brokers if broker.node_id in leaders]
+def node_endpoints(image, leaders: set[int], response_class, listener: str) -> list:
+    return [response_class.NodeEndpoint(node_id=broker.node_id, host=host, port=port, rack=broker.rack)
+            for broker, host, port in image.live_addresses(listener) if broker.node_id in leaders]

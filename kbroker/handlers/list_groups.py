@@ -6,6 +6,8 @@ Filters match case-insensitively, as Kafka's do.
 from __future__ import annotations
 
 from kbroker import handlers
+from kbroker.security.acls import AclOperation, ResourceType
+from kbroker.security.authorization import allowed, allowed_on_cluster
 from wire.errors import ErrorCode
 from wire.schema import API_BY_NAME
 
@@ -19,7 +21,11 @@ async def handle(broker, context, request):
     states = {state.lower() for state in (request.states_filter or [])}
     types = {kind.lower() for kind in (request.types_filter or [])}
     listed = []
+    # DESCRIBE on the cluster lists every group; without it, those the principal may describe (as Kafka).
+    everything = allowed_on_cluster(broker, context, AclOperation.DESCRIBE)
     for group_id, group in coordinator.listed():
+        if not everything and not allowed(broker, context, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+            continue
         kind = group.kind
         state = group.state.value
         if (states and state.lower() not in states) or (types and kind not in types):

@@ -1,6 +1,8 @@
 """ListOffsets (2): earliest, latest, max timestamp, or the first offset at a timestamp."""
 
 from kbroker import handlers
+from kbroker.security.acls import AclOperation, ResourceType
+from kbroker.security.authorization import allowed
 from log.partition_log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from wire.errors import ErrorCode
 from wire.schema import API_BY_NAME
@@ -17,10 +19,14 @@ async def handle(broker, context, request):
     topics = []
     for wanted_topic in request.topics:
         topic = broker.image.topics.get(wanted_topic.name)
+        described = allowed(broker, context, AclOperation.DESCRIBE, ResourceType.TOPIC, wanted_topic.name)
         results = []
         for wanted in wanted_topic.partitions:
             result = PartitionResult(partition_index=wanted.partition_index)
             results.append(result)
+            if not described:
+                result.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                continue
             if topic is None or not 0 <= wanted.partition_index < len(topic.partitions):
                 result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue

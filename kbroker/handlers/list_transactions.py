@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 
 from kbroker import handlers
+from kbroker.security.acls import AclOperation, ResourceType
+from kbroker.security.authorization import allowed
 from kbroker.coordinator_runtime import now_ms
 from kbroker.effects import CoordinatorError
 from wire.errors import ErrorCode
@@ -36,4 +38,6 @@ async def handle(broker, context, request):
             request.duration_filter, now_ms(), matches)
     except CoordinatorError as error:
         return ListTransactionsResponse(error_code=error.error_code)
+    listed = [t for t in listed
+              if allowed(broker, context, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, t.transactional_id)]
     return ListTransactionsResponse(unknown_state_filters=unknown, transaction_states=listed)

@@ -1,6 +1,8 @@
 """Metadata (3): brokers, controller and topic partitions from the current image."""
 
 from kbroker import handlers
+from kbroker.security.acls import AclOperation, ResourceType
+from kbroker.security.authorization import CLUSTER, allowed, allowed_on_cluster, authorized_operations
 from kbroker.topics import TopicError, TopicRequest, validate_topic_name
 from wire.errors import ErrorCode
 from wire.primitives import ZERO_UUID
@@ -31,31 +33,44 @@ def _by_id(wanted) -> bool:
     return wanted.topic_id is not None and wanted.topic_id != ZERO_UUID
 
 
-def _auto_create(broker, request) -> None:
-    """Create asked-for topics that do not exist, when both the client and auto.create.topics.enable allow it."""
+def _auto_create(broker, context, request) -> None:
+    """Create asked-for topics that do not exist, when the client, auto.create.topics.enable and the
+    ACLs (CREATE on the cluster or the topic) allow it."""
     if not (request.allow_auto_topic_creation and broker.config.auto_create_topics_enable):
         return
+    may_create_any = allowed_on_cluster(broker, context, AclOperation.CREATE)
     wanted = [TopicRequest(topic.name, -1, -1, {}, {}) for topic in request.topics
               if not _by_id(topic) and topic.name is not None and topic.name not in broker.image.topics
-              and not topic.name.startswith("__")]
+              and not topic.name.startswith("__") and _may_see(broker, context, topic.name)
+              and (may_create_any or allowed(broker, context, AclOperation.CREATE, ResourceType.TOPIC, topic.name))]
     if wanted:
         broker.create_topics_soon(wanted)
 
 
+def _may_see(broker, context, name: str) -> bool:
+    return allowed(broker, context, AclOperation.DESCRIBE, ResourceType.TOPIC, name)
+
+
 @handlers.handles("Metadata", 0, 12)
 async def handle(broker, context, request):
+    """As Kafka's: topics the principal may not describe are left out of an all-topics answer and
+    answered TOPIC_AUTHORIZATION_FAILED when asked for by name or id."""
     image = broker.image
     if request.topics is None or (context.api_version == 0 and not request.topics):
         # Null asks for every topic (v1+); so does an empty list in v0.
-        topics = [_topic(topic) for topic in image.topics.values()]
+        topics = [_topic(topic) for topic in image.topics.values() if _may_see(broker, context, topic.name)]
     else:
-        _auto_create(broker, request)
+        _auto_create(broker, context, request)
         image = broker.image
         topics = []
         for wanted in request.topics:
             by_id = _by_id(wanted)
             topic = image.topic_by_id(wanted.topic_id) if by_id else image.topics.get(wanted.name)
-            if topic is None:
+            name = topic.name if topic is not None else wanted.name
+            if (topic is not None or not by_id) and not _may_see(broker, context, name):
+                topics.append(Topic(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=wanted.name,
+                                    topic_id=wanted.topic_id or ZERO_UUID, partitions=[]))
+            elif topic is None:
                 code = ErrorCode.UNKNOWN_TOPIC_ID if by_id else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 if not by_id:
                     try:
@@ -65,9 +80,19 @@ async def handle(broker, context, request):
                 topics.append(Topic(error_code=code, name=wanted.name, topic_id=wanted.topic_id or ZERO_UUID))
             else:
                 topics.append(_topic(topic))
-    return MetadataResponse(
-        brokers=[Broker(node_id=b.node_id, host=b.host, port=b.port, rack=b.rack) for b in image.live_brokers],
+    if getattr(request, "include_topic_authorized_operations", False):
+        for topic in topics:
+            if topic.error_code == ErrorCode.NONE:
+                topic.topic_authorized_operations = authorized_operations(broker, context, ResourceType.TOPIC,
+                                                                          topic.name)
+    response = MetadataResponse(
+        brokers=[Broker(node_id=b.node_id, host=host, port=port, rack=b.rack)
+                 for b, host, port in image.live_addresses(context.listener)],
         cluster_id=image.cluster_id,
         controller_id=image.controller_id,
         topics=topics,
     )
+    if getattr(request, "include_cluster_authorized_operations", False):
+        response.cluster_authorized_operations = authorized_operations(broker, context, ResourceType.CLUSTER,
+                                                                       CLUSTER)
+    return response

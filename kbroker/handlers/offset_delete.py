@@ -7,6 +7,8 @@ Offsets of topics the group's members still subscribe to are kept
 from __future__ import annotations
 
 from kbroker import handlers
+from kbroker.security.acls import AclOperation, ResourceType
+from kbroker.security.authorization import allowed, require_group
 from kbroker.effects import CoordinatorError
 from wire.errors import ErrorCode
 from wire.schema import API_BY_NAME
@@ -20,10 +22,14 @@ PartitionResult = TopicResult.OffsetDeleteResponsePartition
 async def handle(broker, context, request):
     shell = broker.groups
     wanted = [(topic.name, partition.partition_index) for topic in request.topics for partition in topic.partitions]
+    refused = {name for name, _ in wanted if not allowed(broker, context, AclOperation.READ, ResourceType.TOPIC, name)}
     try:
-        errors, effects = shell.coordinator.delete_offsets(request.group_id, wanted)
+        require_group(broker, context, AclOperation.DELETE, request.group_id)
+        errors, effects = shell.coordinator.delete_offsets(request.group_id,
+                                                           [key for key in wanted if key[0] not in refused])
     except CoordinatorError as error:
         return OffsetDeleteResponse(error_code=error.error_code, topics=[])
+    errors.update({key: ErrorCode.TOPIC_AUTHORIZATION_FAILED for key in wanted if key[0] in refused})
     if not await shell.wait_applied(request.group_id, effects):
         return OffsetDeleteResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, topics=[])
     topics = [

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from kbroker import handlers
 from kbroker.effects import CoordinatorError
+from kbroker.security.acls import AclOperation, ResourceType
+from kbroker.security.authorization import allowed, require_group
 from wire.errors import ErrorCode
 from wire.schema import API_BY_NAME
 
@@ -28,7 +30,7 @@ async def handle(broker, context, request):
     version = context.api_version
     if version < _GROUPS_FROM:
         wanted = None if request.topics is None else [(t.name, None, t.partition_indexes) for t in request.topics]
-        error, found = _fetch(broker, request.group_id, wanted, None, -1, version, request.require_stable)
+        error, found = _fetch(broker, context, request.group_id, wanted, None, -1, version, request.require_stable)
         topics = [OldTopic(name=name, partitions=[OldPartition(**fields) for fields in partitions]) for name, _, partitions in found]
         return OffsetFetchResponse(topics=topics, error_code=error)
     names = {topic.topic_id: name for name, topic in broker.image.topics.items()}
@@ -38,7 +40,7 @@ async def handle(broker, context, request):
         wanted = None
         if group.topics is not None:
             wanted = [(names.get(t.topic_id) if version >= _TOPIC_IDS_FROM else t.name, t.topic_id, t.partition_indexes) for t in group.topics]
-        error, found = _fetch(broker, group.group_id, wanted, group.member_id, group.member_epoch, version,
+        error, found = _fetch(broker, context, group.group_id, wanted, group.member_id, group.member_epoch, version,
                               request.require_stable)
         topics = [GroupTopic(name=name or "", topic_id=topic_id if topic_id is not None else ids.get(name),
                              partitions=[GroupPartition(**fields) for fields in partitions]) for name, topic_id, partitions in found]
@@ -46,10 +48,13 @@ async def handle(broker, context, request):
     return OffsetFetchResponse(groups=groups)
 
 
-def _fetch(broker, group_id: str, wanted, member_id, member_epoch: int, version: int, require_stable: bool = False):
-    """(group error, [(topic name, topic id, [partition fields])]) for ``wanted`` (None: every committed one)."""
+def _fetch(broker, context, group_id: str, wanted, member_id, member_epoch: int, version: int,
+           require_stable: bool = False):
+    """(group error, [(topic name, topic id, [partition fields])]) for ``wanted`` (None: every committed one
+    the principal may describe; a topic asked for that it may not: TOPIC_AUTHORIZATION_FAILED)."""
     coordinator = broker.groups.coordinator
     try:
+        require_group(broker, context, AclOperation.DESCRIBE, group_id)
         coordinator.check(group_id)
         group = coordinator.groups.get(group_id)
         # A KIP-848 member (v9+) is checked as for a commit; classic groups check no member here.
@@ -65,13 +70,17 @@ def _fetch(broker, group_id: str, wanted, member_id, member_epoch: int, version:
     if wanted is None:
         by_topic: dict[str, list[int]] = {}
         for topic, partition in sorted(committed):
-            by_topic.setdefault(topic, []).append(partition)
+            if allowed(broker, context, AclOperation.DESCRIBE, ResourceType.TOPIC, topic):
+                by_topic.setdefault(topic, []).append(partition)
         wanted = [(topic, None, partitions) for topic, partitions in by_topic.items()]
     # With require_stable (KIP-447), a partition whose transactional commit is undecided says so.
     unstable = coordinator.offsets.pending_partitions(group_id) if require_stable else set()
     found = []
     for name, topic_id, partitions in wanted:
         code = ErrorCode.UNKNOWN_TOPIC_ID if name is None else ErrorCode.NONE
+        if name is not None and not allowed(broker, context, AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+            found.append((name, topic_id, [_partition(None, p, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for p in partitions]))
+            continue
         found.append((name, topic_id, [
             _partition(committed.get((name, p)), p, ErrorCode.UNSTABLE_OFFSET_COMMIT if (name, p) in unstable else code)
             for p in partitions]))

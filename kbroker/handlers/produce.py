@@ -15,6 +15,9 @@ import trio
 
 from kbroker import handlers
 from kbroker.handlers.leader_hints import hint_leader, node_endpoints
+from kbroker.security.acls import AclOperation, ResourceType
+from kbroker.security.authorization import allowed
+from kbroker.security.quotas import PRODUCER_BYTE_RATE
 from kbroker.txn.verification import add_to_transaction, ask_remote_coordinator, verify_in_transaction
 from log.partition_log import ProducerStateError
 from wire import DecodeError
@@ -38,13 +41,20 @@ async def handle(broker, context, request):
     topics = []
     durable_waits = []
     leaders: set[int] = set()  # of partitions this broker does not lead (KIP-951)
+    transaction_allowed = not request.transactional_id or allowed(
+        broker, context, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id)
     for topic_data in request.topic_data:
         topic = broker.image.topics.get(topic_data.name)
+        topic_allowed = allowed(broker, context, AclOperation.WRITE, ResourceType.TOPIC, topic_data.name)
         partitions = []
         for data in topic_data.partition_data:
             result = PartitionResult(index=data.index)
             if version in _LEGACY_VERSIONS:
                 result.error_code = ErrorCode.UNSUPPORTED_VERSION
+            elif not transaction_allowed:
+                result.error_code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+            elif not topic_allowed:
+                result.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             elif request.acks not in (-1, 0, 1):
                 result.error_code = ErrorCode.INVALID_REQUIRED_ACKS
             elif topic is None or not 0 <= data.index < len(topic.partitions):
@@ -68,9 +78,10 @@ async def handle(broker, context, request):
             partitions.append(result)
         topics.append(TopicResult(name=topic_data.name, partition_responses=partitions))
 
-    response = ProduceResponse(responses=topics)
+    produced = sum(len(data.records or b"") for topic_data in request.topic_data for data in topic_data.partition_data)
+    response = ProduceResponse(responses=topics, throttle_time_ms=context.throttle(PRODUCER_BYTE_RATE, produced))
     if leaders:
-        response.node_endpoints = node_endpoints(broker.image, leaders, ProduceResponse)
+        response.node_endpoints = node_endpoints(broker.image, leaders, ProduceResponse, context.listener)
     if request.acks == -1 and durable_waits:
 
         async def committed():

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from kbroker import handlers
 from kbroker.effects import CoordinatorError
+from kbroker.security.acls import AclOperation, ResourceType
+from kbroker.security.authorization import allowed
 from kbroker.group.shell import OFFSETS_TOPIC, now_ms
 from kbroker.txn.verification import add_to_transaction, ask_remote_coordinator, verify_in_transaction
 from wire.errors import ErrorCode
@@ -31,6 +33,9 @@ async def handle(broker, context, request):
             metadata=partition.committed_metadata or "", commit_timestamp_ms=now)
         for topic in request.topics for partition in topic.partitions
     }
+    refused = _refused(broker, context, request)
+    if refused:
+        return _answer(request, refused)
     if context.api_version >= _TRANSACTION_VERSION_2_FROM:
         await _add_to_transaction(broker, request)
     remote = await _ask_remote_coordinator(broker, request, add=context.api_version >= _TRANSACTION_VERSION_2_FROM)
@@ -39,6 +44,24 @@ async def handle(broker, context, request):
         errors = dict.fromkeys(commits, refused)
     else:
         errors = await _commit(shell, request, commits)
+    return _answer(request, errors)
+
+
+def _refused(broker, context, request) -> dict:
+    """Each partition's authorization error: WRITE on the transactional id, READ on the group and topics."""
+    partitions = [(topic.name, p.partition_index) for topic in request.topics for p in topic.partitions]
+    if not allowed(broker, context, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+        return dict.fromkeys(partitions, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if not allowed(broker, context, AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return dict.fromkeys(partitions, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    refused = {name for name, _ in partitions if not allowed(broker, context, AclOperation.READ, ResourceType.TOPIC, name)}
+    if not refused:
+        return {}
+    return {(name, index): ErrorCode.TOPIC_AUTHORIZATION_FAILED if name in refused else ErrorCode.OPERATION_NOT_ATTEMPTED
+            for name, index in partitions}
+
+
+def _answer(request, errors: dict):
     return TxnOffsetCommitResponse(topics=[
         TopicResult(name=topic.name, partitions=[
             PartitionResult(partition_index=p.partition_index, error_code=errors[(topic.name, p.partition_index)])

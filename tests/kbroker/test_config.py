@@ -591,3 +591,33 @@ def test_a_controller_advertises_its_listener_when_advertised_listeners_leave_it
 def test_quorum_errors(pairs, setting, message):
     error = error_of(*pairs)
     assert error.setting == setting and message in str(error)
+
+
+# -- security settings per listener (issue 11) -----------------------------------------------------------
+
+def test_listener_prefixed_settings_override_the_plain_ones_for_that_listener_only():
+    config = BrokerConfig.from_mapping({"ssl.client.auth": "requested",
+                                        "listener.name.ssl.ssl.client.auth": "required",
+                                        "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": "x required;"})
+    assert config.for_listener("SSL", "ssl.client.auth") == "required"
+    assert config.for_listener("OTHER", "ssl.client.auth") == "requested"
+    assert config.for_listener("SASL_SSL", "scram-sha-512.sasl.jaas.config") == "x required;"
+    assert config.for_listener("SASL_SSL", "plain.sasl.jaas.config") is None
+
+
+@pytest.mark.parametrize("name, value, message", [
+    ("listener.name.ssl.log.dirs", "/x", "takes ssl.*, sasl.*"),
+    ("listener.name.ssl.ssl.client.auth", "sometimes", "required"),
+    ("listener.name..ssl.client.auth", "none", "takes ssl.*"),
+    ("listener.name.sasl_ssl.kerberos.sasl.jaas.config", "x", "takes ssl.*"),
+])
+def test_listener_prefixed_settings_are_checked(name, value, message):
+    assert message in str(error_of(f"{name}={value}"))
+
+
+def test_brokers_of_a_cluster_reach_each_other_over_plaintext_only():
+    error = error_of("process.roles=broker,controller", "controller.quorum.voters=1@127.0.0.1:9093",
+                     "listeners=SSL://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
+                     "listener.security.protocol.map=SSL:SSL,CONTROLLER:PLAINTEXT",
+                     "controller.listener.names=CONTROLLER", "inter.broker.listener.name=SSL")
+    assert "PLAINTEXT only" in str(error)

@@ -6,7 +6,7 @@ import struct
 import pytest
 import trio
 
-from kbroker.broker import Broker, BrokerSettings
+from kbroker.broker import Broker, BrokerSettings, plaintext_listener
 from kbroker.listen import bind_listeners
 from kbroker.server import ServerLimits
 from wire.errors import ErrorCode
@@ -17,7 +17,8 @@ pytestmark = pytest.mark.trio
 
 
 async def start(nursery, tmp_path, **limits):
-    broker = Broker(BrokerSettings(host="127.0.0.1", port=0, data_dir=str(tmp_path), limits=ServerLimits(**limits)))
+    broker = Broker(BrokerSettings(listeners=plaintext_listener("127.0.0.1", 0), data_dir=str(tmp_path),
+                                   limits=ServerLimits(**limits)))
     host, port = await nursery.start(broker.run)
     return broker, host, port
 
@@ -190,7 +191,7 @@ async def test_a_connection_made_before_the_broker_starts_is_served(tmp_path):
     port = listening.getsockname()[1]
     early = socket.create_connection(("127.0.0.1", port), timeout=10)  # accepted by the kernel, not yet by us
     early.sendall(api_versions_request(3))
-    broker = Broker(BrokerSettings(host="127.0.0.1", port=port, data_dir=str(tmp_path), sockets=(listening,)))
+    broker = Broker(BrokerSettings(listeners=plaintext_listener("127.0.0.1", port, (listening,)), data_dir=str(tmp_path)))
     async with trio.open_nursery() as nursery:
         await nursery.start(broker.run)
         stream = trio.SocketStream(trio.socket.from_stdlib_socket(early))

@@ -1,0 +1,52 @@
+"""DeleteAcls (31): remove the ACL bindings each filter matches; needs ALTER on the cluster."""
+
+from kbroker import handlers
+from kbroker.metadata import records
+from kbroker.security.acls import AclOperation
+from kbroker.security.authorization import allowed_on_cluster, binding_of
+from kbroker.handlers.describe_acls import filter_of
+from wire.errors import ErrorCode
+from wire.schema import API_BY_NAME
+
+DeleteAclsResponse = API_BY_NAME["DeleteAcls"].response_class
+FilterResult = DeleteAclsResponse.DeleteAclsFilterResult
+Matching = FilterResult.DeleteAclsMatchingAcl
+
+
+def _answer_all(request, code: int):
+    return DeleteAclsResponse(filter_results=[FilterResult(error_code=code, matching_acls=[]) for _ in request.filters])
+
+
+@handlers.handles("DeleteAcls", 1, 3)
+async def handle(broker, context, request):
+    if not allowed_on_cluster(broker, context, AclOperation.ALTER):
+        return _answer_all(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+    return await _delete(broker, context, request)
+
+
+@handlers.metadata_change(lambda request: _answer_all(request, ErrorCode.NOT_CONTROLLER))
+async def _delete(broker, context, request):
+    removed: set = set()
+    results, change = [], []
+    for wanted in request.filters:
+        acl_filter, problem = filter_of(wanted)
+        if problem is not None:
+            results.append(FilterResult(error_code=problem[0], error_message=problem[1], matching_acls=[]))
+            continue
+        matching = []
+        for acl_id, record in broker.image.acls.items():
+            binding = binding_of(record)
+            if not acl_filter.matches(binding):
+                continue
+            matching.append(Matching(resource_type=binding.resource_type, resource_name=binding.resource_name,
+                                     pattern_type=binding.pattern_type, principal=binding.principal,
+                                     host=binding.host, operation=binding.operation,
+                                     permission_type=binding.permission_type))
+            if acl_id not in removed:
+                removed.add(acl_id)
+                change.append(records.RemoveAccessControlEntryRecord(id=acl_id))
+        results.append(FilterResult(matching_acls=matching))
+    error = await broker.submit(change) if change else None
+    if error is not None:
+        results = [FilterResult(error_code=error, matching_acls=[]) for _ in request.filters]
+    return DeleteAclsResponse(filter_results=results)

@@ -1,0 +1,43 @@
+"""DescribeAcls (29): the ACL bindings a filter matches, grouped by resource; needs DESCRIBE on the cluster."""
+
+from kbroker import handlers
+from kbroker.security.acls import AclBindingFilter, AclOperation, AclPermissionType, PatternType, ResourceType, validate_filter
+from kbroker.security.authorization import allowed_on_cluster, binding_of
+from wire.errors import ErrorCode
+from wire.schema import API_BY_NAME
+
+DescribeAclsResponse = API_BY_NAME["DescribeAcls"].response_class
+Resource = DescribeAclsResponse.DescribeAclsResource
+
+
+def filter_of(wanted) -> tuple[AclBindingFilter | None, tuple[int, str] | None]:
+    """A DescribeAcls request or a DeleteAcls filter as an :class:`AclBindingFilter`, or the error to answer."""
+    try:
+        acl_filter = AclBindingFilter(ResourceType(wanted.resource_type_filter), wanted.resource_name_filter,
+                                      PatternType(wanted.pattern_type_filter), wanted.principal_filter,
+                                      wanted.host_filter, AclOperation(wanted.operation),
+                                      AclPermissionType(wanted.permission_type))
+    except ValueError as error:
+        return None, (ErrorCode.INVALID_REQUEST, str(error))
+    problem = validate_filter(acl_filter)
+    return (None, problem) if problem is not None else (acl_filter, None)
+
+
+@handlers.handles("DescribeAcls", 1, 3)
+async def handle(broker, context, request):
+    if not allowed_on_cluster(broker, context, AclOperation.DESCRIBE):
+        return DescribeAclsResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, resources=[])
+    acl_filter, problem = filter_of(request)
+    if problem is not None:
+        return DescribeAclsResponse(error_code=problem[0], error_message=problem[1], resources=[])
+    grouped: dict[tuple, list] = {}
+    for record in broker.image.acls.values():
+        binding = binding_of(record)
+        if acl_filter.matches(binding):
+            key = (binding.resource_type, binding.resource_name, binding.pattern_type)
+            grouped.setdefault(key, []).append(Resource.AclDescription(
+                principal=binding.principal, host=binding.host, operation=binding.operation,
+                permission_type=binding.permission_type))
+    return DescribeAclsResponse(resources=[
+        Resource(resource_type=kind, resource_name=name, pattern_type=pattern, acls=acls)
+        for (kind, name, pattern), acls in sorted(grouped.items())])

@@ -1,0 +1,26 @@
+"""SaslAuthenticate (36): one step of the connection's SASL exchange (kbroker/security/session.py).
+
+A failure is answered with SASL_AUTHENTICATION_FAILED and its reason, and the
+connection closes once the answer is written.
+"""
+
+import logging
+
+from kbroker import handlers
+from kbroker.security.scram import AuthenticationFailed
+from wire.errors import ErrorCode
+from wire.schema import API_BY_NAME
+
+logger = logging.getLogger("kbroker.security")
+SaslAuthenticateResponse = API_BY_NAME["SaslAuthenticate"].response_class
+
+
+@handlers.handles("SaslAuthenticate", 0, 2)
+async def handle(broker, context, request):
+    try:
+        token, lifetime_ms = context.session.authenticate(bytes(request.auth_bytes))
+    except AuthenticationFailed as failure:
+        logger.info("failed authentication from %s on %s: %s", context.client_host, context.listener, failure)
+        return SaslAuthenticateResponse(error_code=ErrorCode.SASL_AUTHENTICATION_FAILED, error_message=str(failure),
+                                        auth_bytes=b"")
+    return SaslAuthenticateResponse(auth_bytes=token, session_lifetime_ms=lifetime_ms)
