@@ -197,3 +197,20 @@ def test_admin_apis_need_cluster_permissions(broker):
     with pytest.raises(KafkaException) as refused:
         alice.create_topics([NewTopic("made-by-alice", 1, 1)])["made-by-alice"].result(timeout=30)
     assert refused.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+
+def test_authorized_operations_are_reported(broker):
+    """KIP-430: what alice may do, as her own admin client sees it."""
+    from confluent_kafka import TopicCollection
+
+    topic = _topic(broker)
+    _grant(broker, _acl(ResourceType.TOPIC, topic, "User:alice", AclOperation.READ),
+           _acl(ResourceType.BROKER, "kafka-cluster", "User:alice", AclOperation.DESCRIBE))
+    alice = AdminClient(broker.config("alice"))
+    described = alice.describe_topics(TopicCollection([topic]), include_authorized_operations=True)[topic].result(30)
+    assert set(described.authorized_operations) == {AclOperation.READ, AclOperation.DESCRIBE}
+    cluster = alice.describe_cluster(include_authorized_operations=True).result(30)
+    assert set(cluster.authorized_operations) == {AclOperation.DESCRIBE}
+    admin = _admin(broker)
+    everything = admin.describe_cluster(include_authorized_operations=True).result(30)
+    assert AclOperation.ALTER in set(everything.authorized_operations)  # a super user

@@ -131,6 +131,11 @@ class Server:
             logger.error("closing connection from %s after an unexpected error", peer, exc_info=errors.exceptions[0])
         finally:
             self.connections -= 1
+            if isinstance(stream, trio.SSLStream):
+                # TLS says goodbye with close_notify; a client that reads nothing must not hold us here.
+                with trio.move_on_after(1):
+                    await stream.aclose()
+                stream = stream.transport_stream
             await stream.aclose()
 
     async def _serve_connection(self, stream, peer: str, session: Session) -> None:

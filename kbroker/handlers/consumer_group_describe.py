@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from kbroker import handlers
-from kbroker.security.acls import AclOperation
-from kbroker.security.authorization import require_group
+from kbroker.security.acls import AclOperation, ResourceType
+from kbroker.security.authorization import authorized_operations, require_group
 from kbroker.effects import CoordinatorError
 from wire.errors import ErrorCode
 from wire.schema import API_BY_NAME
@@ -31,4 +31,9 @@ async def handle(broker, context, request):
                                             members=[]))
             continue
         described.append(group.describe(shell.topics_view()))
+    if request.include_authorized_operations:  # KIP-430
+        for group in described:
+            if group.error_code == ErrorCode.NONE:
+                group.authorized_operations = authorized_operations(broker, context, ResourceType.GROUP,
+                                                                    group.group_id)
     return ConsumerGroupDescribeResponse(groups=described)

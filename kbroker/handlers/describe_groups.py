@@ -7,8 +7,8 @@ is a consumer (KIP-848) group, which ConsumerGroupDescribe describes.
 from __future__ import annotations
 
 from kbroker import handlers
-from kbroker.security.acls import AclOperation
-from kbroker.security.authorization import require_group
+from kbroker.security.acls import AclOperation, ResourceType
+from kbroker.security.authorization import authorized_operations, require_group
 from kbroker.effects import CoordinatorError
 from wire.errors import ErrorCode
 from wire.schema import API_BY_NAME
@@ -37,6 +37,11 @@ async def handle(broker, context, request):
             described.append(_empty(group_id, ErrorCode.GROUP_ID_NOT_FOUND, "Dead", message))
         else:
             described.append(_empty(group_id, ErrorCode.NONE, "Dead"))
+    if getattr(request, "include_authorized_operations", False):  # KIP-430
+        for group in described:
+            if group.error_code == ErrorCode.NONE:
+                group.authorized_operations = authorized_operations(broker, context, ResourceType.GROUP,
+                                                                    group.group_id)
     return DescribeGroupsResponse(groups=described)
 
 

@@ -61,3 +61,16 @@ def test_bad_settings_fail_fast_with_a_clear_message(tmp_path):
         process = start(tmp_path, override)
         output, _ = process.communicate(timeout=20)
         assert process.returncode == 2 and expected in output, output
+
+
+def test_a_listener_without_its_security_material_is_refused_at_start(tmp_path):
+    for settings, named in [((f"listeners=SSL://127.0.0.1:{free_port()}", "inter.broker.listener.name=SSL"),
+                             "ssl.keystore.location"),
+                            ((f"listeners=SASL_PLAINTEXT://127.0.0.1:{free_port()}",
+                              "inter.broker.listener.name=SASL_PLAINTEXT"), "GSSAPI"),
+                            ((f"listeners=SASL_PLAINTEXT://127.0.0.1:{free_port()}",
+                              "inter.broker.listener.name=SASL_PLAINTEXT", "sasl.enabled.mechanisms=PLAIN"),
+                             "plain.sasl.jaas.config")]:
+        process = start(tmp_path, *settings)
+        assert process.wait(timeout=20) == 2
+        assert named in process.stdout.read()
