@@ -395,7 +395,7 @@ def _raw_token_answer(session: Session, token: bytes, peer: str) -> _Answer:
     try:
         reply, _ = session.authenticate(bytes(token))
     except AuthenticationFailed as failure:
-        raise DecodeError(f"failed authentication from {peer}: {failure}") from None
+        raise DecodeError(f"failed authentication from {peer}: {failure.detail}") from None
     answer = _Answer(None)
     answer.frame = EncodeBuffer(len(reply).to_bytes(4, "big") + reply)
     answer.done.set()

@@ -20,7 +20,7 @@ async def handle(broker, context, request):
     try:
         token, lifetime_ms = context.session.authenticate(bytes(request.auth_bytes))
     except AuthenticationFailed as failure:
-        logger.info("failed authentication from %s on %s: %s", context.client_host, context.listener, failure)
+        logger.info("failed authentication from %s on %s: %s", context.client_host, context.listener, failure.detail)
         return SaslAuthenticateResponse(error_code=ErrorCode.SASL_AUTHENTICATION_FAILED, error_message=str(failure),
                                         auth_bytes=b"")
     return SaslAuthenticateResponse(auth_bytes=token, session_lifetime_ms=lifetime_ms)

@@ -1,29 +1,45 @@
-"""SASL mechanisms on the server side: SCRAM-SHA-256/512 (RFC 5802, RFC 7677) and PLAIN (RFC 4616).
+"""SASL mechanisms on the server side, as Kafka implements them: SCRAM-SHA-256/512 (RFC 5802,
+RFC 7677) and PLAIN (RFC 4616).
 
-Sans-IO: each exchange takes the client's tokens and returns the server's,
-raising :class:`AuthenticationFailed` with the message the broker sends back.
-The broker keeps only what SCRAM's server needs (salt, StoredKey, ServerKey,
-iterations), never a password: a credential is made from the salted password
-AlterUserScramCredentials carries. An unknown user goes through the whole
-exchange against a made-up credential and fails where a wrong password
-fails, so that a client cannot tell the two apart.
+Sans-IO: an exchange takes the client's tokens one at a time and returns the server's answers,
+raising :class:`AuthenticationFailed` with the message SaslAuthenticate sends back. Like Kafka's
+SaslServerAuthenticator, that message is one generic sentence for every malformed or wrong
+message; the reason is kept in ``detail`` for the broker's log.
+
+The broker keeps only what SCRAM's server needs (salt, StoredKey, ServerKey, iterations), never a
+password. An unknown user goes through the whole exchange against a made-up credential whose salt
+is stable per user name, and fails where a wrong password fails, so a client cannot tell the two
+apart. (Kafka refuses an unknown user at the first message; we deliberately do not.)
 """
 
 from __future__ import annotations
 
 import base64
-import binascii
 import hashlib
 import hmac
 import secrets
 from dataclasses import dataclass
 from typing import Callable
 
-MAX_TOKEN_BYTES = 64 * 1024  # no SCRAM or PLAIN message comes near this
+MAX_TOKEN_BYTES = 64 * 1024  # SCRAM and PLAIN messages are a few hundred bytes
+_UNKNOWN_USER_ITERATIONS = 4096
+# One key per process: an unknown user's salt is the same on every attempt (a fresh random salt
+# would give the user's absence away) yet cannot be computed from outside.
+_UNKNOWN_USER_SALT_KEY = secrets.token_bytes(32)
 
 
 class AuthenticationFailed(Exception):
-    """The exchange failed; the message is what SaslAuthenticate answers with."""
+    """The exchange failed: ``str()`` is what SaslAuthenticate answers, ``detail`` is for the log only."""
+
+    def __init__(self, message: str, detail: str = "") -> None:
+        super().__init__(message)
+        self.detail = detail or message
+
+
+def _invalid_credentials(mechanism: str, detail: str) -> AuthenticationFailed:
+    # Kafka answers every SaslException of a mechanism with this sentence and nothing more
+    return AuthenticationFailed("Authentication failed during authentication due to invalid credentials with "
+                                f"SASL mechanism {mechanism}", detail)
 
 
 @dataclass(frozen=True)
@@ -74,13 +90,10 @@ def credential_from_password(mechanism: ScramMechanism, password: str, salt: byt
     return credential_from_salted_password(mechanism, salt, salted, iterations)
 
 
-def _failed(mechanism: str) -> AuthenticationFailed:
-    return AuthenticationFailed(f"Authentication failed during authentication due to invalid credentials with "
-                                f"SASL mechanism {mechanism}")
-
-
 class ScramServer:
-    """One SCRAM exchange: client-first -> server-first, client-final -> server-final."""
+    """One SCRAM exchange: client-first -> server-first, client-final -> server-final.
+
+    A failed step ends the exchange; the broker answers it and closes the connection."""
 
     def __init__(self, mechanism: ScramMechanism, lookup: Callable[[str], ScramCredential | None],
                  nonce: str | None = None) -> None:
@@ -88,145 +101,176 @@ class ScramServer:
         self.complete = False
         self.username: str | None = None
         self._lookup = lookup
-        self._server_nonce = nonce or base64.b64encode(secrets.token_bytes(24)).decode()
-        self._step = 0
-        self._user: str | None = None
+        # letters, digits, '-' and '_': printable and free of ',' as RFC 5802 wants
+        self._server_nonce = secrets.token_urlsafe(24) if nonce is None else nonce
+        self._expecting = "client-first"  # then "client-final", then "nothing"
+        self._first: _ClientFirst | None = None
         self._credential: ScramCredential | None = None
-        self._known = False
-        self._nonce = ""
-        self._gs2_header = b""
-        self._client_first_bare = ""
+        self._refusal = ""  # a reason to fail at the final message whatever the proof
         self._server_first = ""
 
     def step(self, token: bytes) -> bytes:
-        if len(token) > MAX_TOKEN_BYTES:
-            raise AuthenticationFailed(f"SASL token of {len(token)} bytes is larger than {MAX_TOKEN_BYTES}")
-        try:
-            text = bytes(token).decode("utf-8")
-        except UnicodeDecodeError:
-            raise AuthenticationFailed("SCRAM message is not UTF-8") from None
-        self._step += 1
-        if self._step == 1:
-            return self._first(text).encode()
-        if self._step == 2:
-            return self._final(text).encode()
-        raise AuthenticationFailed("SCRAM exchange already finished")
+        expecting, self._expecting = self._expecting, "nothing"  # until this step succeeds
+        if expecting == "nothing":
+            raise self._invalid("a SCRAM message after the exchange ended")
+        text = _decode(token, self.mechanism.name)
+        if expecting == "client-first":
+            answer = self._answer_client_first(text)
+            self._expecting = "client-final"
+            return answer.encode()
+        return self._answer_client_final(text).encode()
 
-    def _first(self, text: str) -> str:
-        flag, comma, rest = text.partition(",")
-        if flag != "n":  # no channel binding over Kafka ('y' and 'p=' are refused, as Kafka's server does)
-            raise AuthenticationFailed("Invalid SCRAM client first message: channel binding is not supported")
-        authzid, comma2, bare = rest.partition(",")
-        if not comma or not comma2 or (authzid and not authzid.startswith("a=")):
-            raise AuthenticationFailed("Invalid SCRAM client first message")
-        attributes = _attributes(bare)
-        if list(attributes)[:2] != ["n", "r"] or not attributes["r"]:
-            raise AuthenticationFailed("Invalid SCRAM client first message: expected n= and r=")
-        user = _sasl_name(attributes["n"])
-        if authzid and _sasl_name(authzid[2:]) != user:
-            raise AuthenticationFailed("Authentication failed: the authorization id must equal the user name")
-        if attributes.get("tokenauth", "false").lower() == "true":
-            raise AuthenticationFailed("Delegation token authentication is not supported")
-        credential = self._lookup(user)
-        self._known = credential is not None
+    def _invalid(self, detail: str) -> AuthenticationFailed:
+        return _invalid_credentials(self.mechanism.name, detail)
+
+    def _answer_client_first(self, text: str) -> str:
+        try:
+            first = _parse_client_first(text)
+        except ValueError as malformed:
+            raise self._invalid(f"invalid client-first message: {malformed}") from None
+        if first.authzid is not None and first.authzid != first.user:
+            raise AuthenticationFailed("Authentication failed: Client requested an authorization id that is "
+                                       "different from username")
+        if first.extensions.get("tokenauth", "").lower() == "true":
+            raise AuthenticationFailed("Authentication failed: delegation tokens are not supported")
+        credential = self._lookup(first.user)
         if credential is None:
-            credential = ScramCredential(secrets.token_bytes(32), secrets.token_bytes(64), b"", 4096)
+            credential, self._refusal = _unknown_user_credential(self.mechanism, first.user), "unknown user"
         elif credential.iterations < self.mechanism.min_iterations:
-            raise _failed(self.mechanism.name)
-        self._user, self._credential = user, credential
-        self._nonce = attributes["r"] + self._server_nonce
-        self._gs2_header = f"{flag},{authzid},".encode()
-        self._client_first_bare = bare
+            # refused at the end like a wrong password, so as not to single out this user
+            self._refusal = f"{credential.iterations} iterations, fewer than {self.mechanism.min_iterations}"
+        self._first, self._credential = first, credential
         salt = base64.b64encode(credential.salt).decode()
-        self._server_first = f"r={self._nonce},s={salt},i={credential.iterations}"
+        self._server_first = f"r={first.nonce}{self._server_nonce},s={salt},i={credential.iterations}"
         return self._server_first
 
-    def _final(self, text: str) -> str:
-        without_proof, comma, proof_part = text.rpartition(",")
-        attributes = _attributes(without_proof) if comma else {}
-        if not proof_part.startswith("p=") or list(attributes)[:2] != ["c", "r"]:
-            raise AuthenticationFailed("Invalid SCRAM client final message")
-        if _b64(attributes["c"]) != self._gs2_header:
-            raise AuthenticationFailed("Invalid SCRAM client final message: channel binding does not match")
-        if attributes["r"] != self._nonce:
-            raise AuthenticationFailed("Invalid SCRAM client final message: nonce does not match")
-        proof = _b64(proof_part[2:])
-        credential, mechanism = self._credential, self.mechanism
-        auth_message = f"{self._client_first_bare},{self._server_first},{without_proof}".encode()
+    def _answer_client_final(self, text: str) -> str:
+        first, credential, mechanism = self._first, self._credential, self.mechanism
+        try:
+            channel_binding, nonce, proof, without_proof = _parse_client_final(text)
+        except ValueError as malformed:
+            raise self._invalid(f"invalid client-final message: {malformed}") from None
+        if channel_binding != first.gs2_header:
+            raise self._invalid("the channel binding is not the client-first message's gs2 header")
+        if nonce != first.nonce + self._server_nonce:
+            raise self._invalid("the nonce is not the one the server sent")
+        auth_message = f"{first.bare},{self._server_first},{without_proof}".encode()
         signature = mechanism.hmac(credential.stored_key, auth_message)
-        if len(proof) != len(signature):
-            raise _failed(mechanism.name)
         client_key = bytes(a ^ b for a, b in zip(proof, signature))
-        if not (hmac.compare_digest(mechanism.hash(client_key), credential.stored_key) and self._known):
-            raise _failed(mechanism.name)
-        self.complete, self.username = True, self._user
+        proven = len(proof) == len(signature) and hmac.compare_digest(mechanism.hash(client_key),
+                                                                       credential.stored_key)
+        if self._refusal or not proven:
+            raise self._invalid(self._refusal or "wrong client proof")
+        self.complete, self.username = True, first.user
         return "v=" + base64.b64encode(mechanism.hmac(credential.server_key, auth_message)).decode()
 
 
 class PlainServer:
-    """One PLAIN exchange: ``authzid NUL authcid NUL password`` checked by ``check(user, password)``."""
+    """One PLAIN exchange: a single ``authzid NUL authcid NUL password`` token checked by
+    ``check(user, password)``, answered with an empty token."""
 
     def __init__(self, check: Callable[[str, str], bool]) -> None:
         self.complete = False
         self.username: str | None = None
         self._check = check
+        self._finished = False
 
     def step(self, token: bytes) -> bytes:
-        if self.complete:
-            raise AuthenticationFailed("PLAIN exchange already finished")
-        if len(token) > MAX_TOKEN_BYTES:
-            raise AuthenticationFailed(f"SASL token of {len(token)} bytes is larger than {MAX_TOKEN_BYTES}")
-        try:
-            parts = bytes(token).decode("utf-8").split("\0")
-        except UnicodeDecodeError:
-            raise AuthenticationFailed("Invalid SASL/PLAIN response: not UTF-8") from None
+        finished, self._finished = self._finished, True  # one token, right or wrong
+        if finished:
+            raise _invalid_credentials("PLAIN", "a PLAIN token after the exchange ended")
+        parts = _decode(token, "PLAIN").split("\0")
         if len(parts) != 3:
-            raise AuthenticationFailed("Invalid SASL/PLAIN response: expected 3 tokens")
+            raise _invalid_credentials("PLAIN", f"Invalid SASL/PLAIN response: expected 3 tokens, got {len(parts)}")
         authzid, user, password = parts
         if not user:
             raise AuthenticationFailed("Authentication failed: username not specified")
         if not password:
             raise AuthenticationFailed("Authentication failed: password not specified")
-        if authzid and authzid != user:
-            raise AuthenticationFailed("Authentication failed: Client requested an authorization id that is "
-                                       "different from username")
         if not self._check(user, password):
             raise AuthenticationFailed("Authentication failed: Invalid username or password")
+        if authzid and authzid != user:  # checked after the password, in Kafka's order
+            raise AuthenticationFailed("Authentication failed: Client requested an authorization id that is "
+                                       "different from username")
         self.complete, self.username = True, user
         return b""
 
 
+def _decode(token: bytes, mechanism: str) -> str:
+    if len(token) > MAX_TOKEN_BYTES:
+        raise AuthenticationFailed(f"SASL token of {len(token)} bytes is larger than the limit of {MAX_TOKEN_BYTES}")
+    try:
+        return bytes(token).decode("utf-8")
+    except UnicodeDecodeError:
+        raise _invalid_credentials(mechanism, "the SASL token is not UTF-8") from None
+
+
+def _unknown_user_credential(mechanism: ScramMechanism, user: str) -> ScramCredential:
+    salt = hmac.new(_UNKNOWN_USER_SALT_KEY, f"{mechanism.name}\0{user}".encode(), "sha256").digest()
+    # a salted password nobody knows: no proof can match it
+    return credential_from_salted_password(mechanism, salt, secrets.token_bytes(64), _UNKNOWN_USER_ITERATIONS)
+
+
+@dataclass(frozen=True)
+class _ClientFirst:
+    gs2_header: bytes  # the client-final message echoes it, base64-encoded, as its channel binding
+    authzid: str | None
+    user: str
+    nonce: str
+    extensions: dict[str, str]
+    bare: str  # client-first-message-bare, the start of the AuthMessage
+
+
+def _parse_client_first(text: str) -> _ClientFirst:
+    """``n,[a=authzid],n=saslname,r=nonce[,extension=value...]``; raises ValueError."""
+    parts = text.split(",", 2)
+    if len(parts) != 3:
+        raise ValueError("no gs2 header")
+    flag, authzid, bare = parts
+    if flag != "n":  # 'y' or 'p=...': Kafka supports no channel binding and its server refuses both
+        raise ValueError(f"channel binding flag {flag!r} is not supported")
+    if authzid and not authzid.startswith("a="):
+        raise ValueError("malformed authzid")
+    attributes = _attributes(bare)
+    if list(attributes)[:2] != ["n", "r"]:  # this also refuses RFC 5802's mandatory extension 'm='
+        raise ValueError("expected n= and r= first")
+    user, nonce = _sasl_name(attributes.pop("n")), attributes.pop("r")
+    if not nonce or not all("!" <= char <= "~" for char in nonce):
+        raise ValueError("the nonce is not printable ASCII")
+    return _ClientFirst(f"{flag},{authzid},".encode(), _sasl_name(authzid[2:]) if authzid else None, user,
+                        nonce, attributes, bare)
+
+
+def _parse_client_final(text: str) -> tuple[bytes, str, bytes, str]:
+    """``c=channel-binding,r=nonce[,extension=value...],p=proof`` into those three and the message
+    without its proof (the end of the AuthMessage); raises ValueError."""
+    attributes = _attributes(text)
+    names = list(attributes)
+    if names[:2] != ["c", "r"] or names[-1] != "p":
+        raise ValueError("expected c=, r= first and p= last")
+    # validate=True: refuse characters outside the alphabet rather than skip them
+    return (base64.b64decode(attributes["c"], validate=True), attributes["r"],
+            base64.b64decode(attributes["p"], validate=True), text.rsplit(",", 1)[0])
+
+
 def _attributes(text: str) -> dict[str, str]:
-    """``k=v,k=v`` into an ordered dict; a part without ``=`` is a malformed message."""
-    found = {}
+    """``name=value,...`` into a dict in message order; values cannot hold ',' (RFC 5802 escapes it)."""
+    found: dict[str, str] = {}
     for part in text.split(","):
-        key, equals, value = part.partition("=")
-        if not equals or not key or key in found:
-            raise AuthenticationFailed("Invalid SCRAM message")
-        found[key] = value
+        name, equals, value = part.partition("=")
+        if not equals or not (name.isascii() and name.isalpha()) or name in found:
+            raise ValueError(f"malformed attribute {part[:20]!r}")
+        found[name] = value
     return found
 
 
 def _sasl_name(text: str) -> str:
-    """RFC 5802's saslname: ``=2C`` is ',' and ``=3D`` is '='; any other '=' is malformed."""
-    out, index = [], 0
-    while index < len(text):
-        if text[index] == "=":
-            escape = text[index:index + 3]
-            if escape not in ("=2C", "=3D"):
-                raise AuthenticationFailed("Invalid SCRAM user name escape")
-            out.append("," if escape == "=2C" else "=")
-            index += 3
-        else:
-            out.append(text[index])
-            index += 1
-    if not out:
-        raise AuthenticationFailed("Invalid SCRAM message: empty user name")
-    return "".join(out)
-
-
-def _b64(text: str) -> bytes:
-    try:
-        return base64.b64decode(text, validate=True)
-    except (binascii.Error, ValueError):
-        raise AuthenticationFailed("Invalid SCRAM message: bad base64") from None
+    """RFC 5802's saslname: '=2C' is ',' and '=3D' is '='; any other '=' and NUL are malformed."""
+    pieces = text.split("=")
+    for piece in pieces[1:]:
+        if not piece.startswith(("2C", "3D")):
+            raise ValueError("malformed '=' escape in a name")
+    name = pieces[0] + "".join(("," if piece[:2] == "2C" else "=") + piece[2:] for piece in pieces[1:])
+    if not name or "\0" in name:
+        raise ValueError("empty name or NUL in a name")
+    return name
