@@ -133,7 +133,10 @@ class Broker:
             voters = {voter.node_id: (voter.host, voter.port) for voter in self.config.quorum_voters}
             channel = ControllerChannel(f"broker-{self.node_id}", voters, lambda: quorum.driver.node.leader,
                                         request_timeout_s=self.config.get("controller.quorum.request.timeout.ms") / 1000)
-            self.lifecycle = BrokerLifecycle(self, channel, interval_ms=self.config.get("broker.heartbeat.interval.ms"))
+            self.lifecycle = BrokerLifecycle(self, channel, interval_ms=self.config.get("broker.heartbeat.interval.ms"),
+                                             session_timeout_ms=self.config.get("broker.session.timeout.ms"))
+        self.metrics = None  # kbroker.metrics.BrokerMetrics, made by run() when metrics.port is set
+        self.metrics_port: int | None = None
         self.authorization = Authorization(self.config)  # ACLs, when authorizer.class.name names ours
         self.quota_meters = QuotaMeters(self.config.quota_window_num, self.config.quota_window_size_seconds * 1000)
         self.servers = [Server(self, settings.limits, security=ListenerSecurity.from_config(
@@ -321,10 +324,16 @@ class Broker:
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Serve until cancelled; reports the bound (host, port) once listening."""
         settings = self.settings
-        self.flusher = Flusher()
+        if self.config.metrics_port is not None:  # first: /health and /ready answer while the broker starts
+            from kbroker import metrics
+
+            self.metrics = metrics.BrokerMetrics(self)
+        self.flusher = Flusher(self.metrics.fsync_seconds.observe if self.metrics is not None else None)
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
+                if self.metrics is not None:
+                    self.metrics_port = await nursery.start(metrics.serve_http, self, self.config.metrics_port)
                 if self.quorum is not None:
                     await nursery.start(self.quorum.run)
                 await nursery.start(self.groups.run)
@@ -377,6 +386,14 @@ class Broker:
         if bound is None:
             return 0
         return self.quota_meters.record_and_throttle_ms(key, metered, bound, value, int(time.monotonic() * 1000))
+
+    def readiness(self) -> tuple[bool, str]:
+        """/ready: every listener open and, in a cluster, registered with the quorum and unfenced."""
+        if len(self.ports) < len(self.settings.listeners):
+            return False, "starting: listeners not open yet"
+        if self.lifecycle is not None and (self.lifecycle.fenced or self.lifecycle.lease_expired):
+            return False, "fenced: not registered, not caught up with the metadata, or cut off from the controller"
+        return True, "ready"
 
     def scram_credential(self, user: str, mechanism: int) -> ScramCredential | None:
         """The user's SCRAM credential for a mechanism (kbroker.security.scram), from the metadata."""

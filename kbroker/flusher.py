@@ -18,6 +18,7 @@ import ctypes
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable
 
 import trio
@@ -32,7 +33,9 @@ _syncfs = getattr(_libc, "syncfs", None)  # Linux only; elsewhere every job runs
 
 
 class Flusher:
-    def __init__(self) -> None:
+    def __init__(self, observe_seconds: Callable[[float], None] | None = None) -> None:
+        """``observe_seconds`` (thread-safe) is told how long each round of fsyncs took (metrics)."""
+        self._observe_seconds = observe_seconds
         self._token = trio.lowlevel.current_trio_token()
         self._pending: list[tuple[object, Done]] = []
         self._wake = threading.Condition()
@@ -61,6 +64,7 @@ class Flusher:
                 batch, self._pending = self._pending, []
                 if not batch and self._stopping:
                     return
+            started = time.perf_counter()
             try:
                 if len(batch) >= SYNCFS_MIN_JOBS and _syncfs is not None:
                     results = _sync_filesystems(batch)
@@ -69,6 +73,8 @@ class Flusher:
             except Exception:  # never strand the waiters: each job on its own, errors to its waiters
                 logger.exception("flushing %d jobs together failed; flushing them one by one", len(batch))
                 results = [(job, done, _run_job(job)) for job, done in batch]
+            if self._observe_seconds is not None:
+                self._observe_seconds(time.perf_counter() - started)
             try:
                 self._token.run_sync_soon(_deliver, results)
             except trio.RunFinishedError:

@@ -12,6 +12,7 @@ partitions get other leaders before it goes (controlled shutdown).
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 
 import trio
@@ -30,10 +31,12 @@ _RE_REGISTER = (ErrorCode.STALE_BROKER_EPOCH, ErrorCode.BROKER_ID_NOT_REGISTERED
 
 
 class BrokerLifecycle:
-    def __init__(self, broker, channel: ControllerChannel, *, interval_ms: int) -> None:
+    def __init__(self, broker, channel: ControllerChannel, *, interval_ms: int, session_timeout_ms: int = 9000) -> None:
         self.broker = broker
         self.channel = channel
         self.interval_s = interval_ms / 1000
+        self.session_timeout_s = session_timeout_ms / 1000
+        self._last_heartbeat = None  # time.monotonic() of the last heartbeat the controller answered
         self.incarnation_id = uuid.uuid4()
         self.broker_epoch = -1
         self.fenced = True
@@ -96,12 +99,19 @@ class BrokerLifecycle:
         except ControllerUnavailable:
             return ErrorCode.NOT_CONTROLLER
         if response.error_code == ErrorCode.NONE:
+            self._last_heartbeat = time.monotonic()
             if self.fenced != response.is_fenced:
                 logger.info("broker %d is %s", self.broker.node_id, "fenced" if response.is_fenced else "unfenced")
             self.fenced = response.is_fenced
             if not self.fenced:
                 self.unfenced.set()
         return response.error_code
+
+    @property
+    def lease_expired(self) -> bool:
+        """No heartbeat answered for broker.session.timeout.ms: the controller has fenced this broker
+        by now, though no answer could say so (it is cut off from the quorum)."""
+        return self._last_heartbeat is None or time.monotonic() - self._last_heartbeat > self.session_timeout_s
 
     def _heartbeat_request(self, *, want_shut_down: bool):
         return BrokerHeartbeatRequest(broker_id=self.broker.node_id, broker_epoch=self.broker_epoch,

@@ -220,6 +220,9 @@ class Server:
                 body.throttle_time_ms = max(body.throttle_time_ms or 0, throttle_ms)
         answer = _Answer(header)
         answer.throttle_ms = context.throttle_ms
+        metrics = getattr(self.broker, "metrics", None)
+        if metrics is not None:
+            answer.observe = (metrics.request_done, handler.api.name, started)
         if isinstance(response, Deferred):
             answer.deferred = response
         else:
@@ -247,6 +250,7 @@ class _Answer:
     def __init__(self, header: RequestHeader) -> None:
         self.header = header
         self.throttle_ms = 0
+        self.observe = None  # (metrics callback, API name, perf_counter at arrival): told the latency when done
         self.frame = None
         self.deferred: Deferred | None = None
         self.done = trio.Event()
@@ -255,6 +259,9 @@ class _Answer:
         header = self.header
         self.frame = encode_response(header.api_key, header.api_version, header.correlation_id, response)
         self.done.set()
+        if self.observe is not None:
+            observe, api_name, started = self.observe
+            observe(api_name, time.perf_counter() - started)
 
     async def complete(self, outbox: _Outbox) -> None:
         await self.deferred.ready()

@@ -40,17 +40,23 @@ async def handle(broker, context, request):
         response, ready_bytes, partitions = _read(broker, request, context)
         remaining = deadline - time.monotonic()
         if ready_bytes >= request.min_bytes or remaining <= 0 or not partitions:
-            return _throttled(context, request, response, ready_bytes)
+            return _answered(broker, context, request, response, ready_bytes)
         await _wait_for_any(partitions, remaining)
         if time.monotonic() >= deadline:
             response, ready_bytes, _ = _read(broker, request, context)
-            return _throttled(context, request, response, ready_bytes)
+            return _answered(broker, context, request, response, ready_bytes)
 
 
-def _throttled(context, request, response, fetched_bytes: int):
-    """A consumer's fetched bytes count against its consumer_byte_rate quota (followers have none)."""
+def _answered(broker, context, request, response, fetched_bytes: int):
+    """A consumer's fetched bytes count against its consumer_byte_rate quota (followers have none)
+    and, when the broker keeps metrics, in its bytes out."""
     if _replica_of(request) < 0:
         response.throttle_time_ms = context.throttle(CONSUMER_BYTE_RATE, fetched_bytes)
+        if broker.metrics is not None:
+            for topic in response.responses:
+                name = topic.topic or broker.image.topic_names.get(topic.topic_id, "")
+                broker.metrics.fetched(name, sum(len(p.records) if isinstance(p.records, bytes) else p.records.length
+                                                 for p in topic.partitions))
     return response
 
 

@@ -147,6 +147,8 @@ def _append(broker, transactional_id: str | None, partition, records, result, ve
     result.base_offset = appended.first_offset
     result.log_append_time_ms = appended.log_append_time
     result.log_start_offset = log.log_start_offset
+    if broker.metrics is not None:
+        broker.metrics.produced(partition.topic, len(records), header.record_count)
     return appended.last_offset
 
 

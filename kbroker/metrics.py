@@ -1,0 +1,168 @@
+"""The broker's measures for Prometheus, and its health and readiness, on ``metrics.port``.
+
+    GET /metrics  the Prometheus text format
+    GET /health   200 while the process serves at all
+    GET /ready    200 once startup is complete: the metadata is loaded and every listener is open, and
+                  in a cluster the broker is registered and unfenced; 503 otherwise (a fenced broker too)
+
+Counters and histograms are updated where things happen (produce, fetch, each request, each
+fsync, each ISR change); gauges that describe state (partitions, leaders, log sizes, group lag,
+connections) are computed from the broker at scrape time. Names follow Kafka's measures
+(BytesInPerSec, UnderReplicatedPartitions, ...) in Prometheus' style; each registry belongs to one
+broker, so several in-process brokers (the pytest plugin) do not mix their figures.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import trio
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+
+logger = logging.getLogger("kbroker.metrics")
+
+_LATENCY_BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+_MAX_REQUEST_BYTES = 8192  # an HTTP request line and headers; anything longer is not a scrape
+
+
+class BrokerMetrics:
+    def __init__(self, broker) -> None:
+        self.registry = registry = CollectorRegistry(auto_describe=True)
+        self.bytes_in = Counter("kbroker_topic_bytes_in", "Record batch bytes producers appended, per topic",
+                                ["topic"], registry=registry)
+        self.messages_in = Counter("kbroker_topic_messages_in", "Records producers appended, per topic", ["topic"],
+                                   registry=registry)
+        self.bytes_out = Counter("kbroker_topic_bytes_out", "Record batch bytes sent to consumers, per topic",
+                                 ["topic"], registry=registry)
+        self.request_seconds = Histogram("kbroker_request_latency_seconds", "From a request's arrival to its "
+                                         "answer being ready, per API", ["api"], buckets=_LATENCY_BUCKETS_S,
+                                         registry=registry)
+        self.request_errors = Counter("kbroker_request_errors", "Answers with a top-level error, per API and error",
+                                      ["api", "error"], registry=registry)
+        self.fsync_seconds = Histogram("kbroker_fsync_seconds", "How long each flush of partitions to disk took",
+                                       buckets=_LATENCY_BUCKETS_S, registry=registry)
+        self.isr_shrinks = Counter("kbroker_isr_shrinks", "ISR changes this leader asked for that dropped a replica",
+                                   registry=registry)
+        self.isr_expands = Counter("kbroker_isr_expands", "ISR changes this leader asked for that added a replica",
+                                   registry=registry)
+        registry.register(_StateCollector(broker))
+
+    def produced(self, topic: str, size: int, records: int) -> None:
+        self.bytes_in.labels(topic).inc(size)
+        self.messages_in.labels(topic).inc(records)
+
+    def fetched(self, topic: str, size: int) -> None:
+        if size:
+            self.bytes_out.labels(topic).inc(size)
+
+    def request_done(self, api_name: str, seconds: float) -> None:
+        self.request_seconds.labels(api_name).observe(seconds)
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class _StateCollector:
+    """Gauges computed from the broker when scraped."""
+
+    def __init__(self, broker) -> None:
+        self.broker = broker
+
+    def describe(self):
+        return []  # computed at collection; nothing to check at registration
+
+    def collect(self):
+        broker, image = self.broker, self.broker.image
+        live = {b.node_id for b in image.live_brokers}
+        under_replicated, offline, leaders = 0, 0, 0
+        for topic in image.topics.values():
+            for state in topic.partitions:
+                if state.leader not in live:
+                    offline += 1
+                if state.leader == broker.node_id:
+                    leaders += 1
+                    if len(state.isr) < len(state.replicas):
+                        under_replicated += 1
+        yield _gauge("kbroker_under_replicated_partitions", "Partitions led here with fewer in-sync replicas "
+                     "than replicas", under_replicated)
+        yield _gauge("kbroker_offline_partitions", "Partitions without a live leader", offline)
+        yield _gauge("kbroker_leader_count", "Partitions led by this broker", leaders)
+        yield _gauge("kbroker_active_controller", "1 on the active controller", int(_is_active_controller(broker)))
+        yield _gauge("kbroker_connections", "Open client connections", sum(s.connections for s in broker.servers))
+        sizes = GaugeMetricFamily("kbroker_log_size_bytes", "Bytes of a partition's log on disk",
+                                  labels=["topic", "partition"])
+        for (topic, index), log in sorted(broker.logs.logs.items()):
+            sizes.add_metric([topic, str(index)], log.size_bytes)
+        yield sizes
+        yield _group_lag(broker)
+
+
+def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, documentation, value=value)
+
+
+def _is_active_controller(broker) -> bool:
+    quorum = broker.quorum
+    if quorum is None:
+        return True  # a lone broker is its own controller
+    return getattr(quorum, "is_active", False)
+
+
+def _group_lag(broker) -> GaugeMetricFamily:
+    """Per group and partition: the high watermark minus the committed offset, for the groups
+    coordinated here and the partitions led here."""
+    lag = GaugeMetricFamily("kbroker_consumer_group_lag", "Records between a group's committed offset and the "
+                            "partition's high watermark", labels=["group", "topic", "partition"])
+    coordinator = broker.groups._coordinator
+    if coordinator is None:
+        return lag
+    offsets = coordinator.offsets
+    for group_id in sorted(offsets.groups()):
+        for (topic, index), committed in sorted(offsets.of_group(group_id).items()):
+            image = broker.image.topics.get(topic)
+            if image is None or not 0 <= index < len(image.partitions) or not broker.leads(image, index):
+                continue
+            high_watermark = broker.partition(topic, index).high_watermark
+            lag.add_metric([group_id, topic, str(index)], max(0, high_watermark - committed.offset))
+    return lag
+
+
+async def serve_http(broker, port: int, host: str = "0.0.0.0", *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    """The /metrics, /health and /ready endpoints (HTTP/1.0-style: one request per connection)."""
+    listeners = await trio.open_tcp_listeners(port, host=host)
+    task_status.started(listeners[0].socket.getsockname()[1])
+    await trio.serve_listeners(lambda stream: _answer(broker, stream), listeners)
+
+
+async def _answer(broker, stream: trio.SocketStream) -> None:
+    try:
+        with trio.move_on_after(5):
+            request = b""
+            while b"\r\n\r\n" not in request and b"\n\n" not in request and len(request) < _MAX_REQUEST_BYTES:
+                data = await stream.receive_some(_MAX_REQUEST_BYTES)
+                if not data:
+                    break
+                request += data
+            parts = request.split(b" ", 2)
+            path = parts[1].split(b"?")[0].decode("latin-1") if len(parts) > 1 else ""
+            if parts[0] != b"GET":
+                status, content_type, body = "405 Method Not Allowed", "text/plain", b"GET only\n"
+            elif path == "/metrics":
+                status, content_type, body = "200 OK", CONTENT_TYPE_LATEST, broker.metrics.exposition()
+            elif path == "/health":
+                status, content_type, body = "200 OK", "text/plain", b"ok\n"
+            elif path == "/ready":
+                ready, reason = broker.readiness()
+                status = "200 OK" if ready else "503 Service Unavailable"
+                content_type, body = "text/plain", (reason + "\n").encode()
+            else:
+                status, content_type, body = "404 Not Found", "text/plain", b"/metrics, /health or /ready\n"
+            head = f"HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {len(body)}\r\n" \
+                   "Connection: close\r\n\r\n"
+            await stream.send_all(head.encode() + body)
+    except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
+        pass
+    finally:
+        await stream.aclose()
