@@ -1,14 +1,16 @@
 """Metrics, health and readiness on metrics.port (issue 12, points 2 and 3), scraped from real
-broker processes while stock clients work."""
+broker processes while stock clients work; the log as JSON lines naming each error a client saw."""
 
 from __future__ import annotations
 
+import json
 import time
 import urllib.error
 import urllib.request
 
 import pytest
 
+from compat_tests import raw_client
 from compat_tests.broker_process import BrokerProcess, free_port
 from compat_tests.quorum_process import Quorum, until
 
@@ -16,6 +18,7 @@ confluent_kafka = pytest.importorskip("confluent_kafka")
 prometheus_parser = pytest.importorskip("prometheus_client.parser")
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+from wire.schema import API_BY_NAME  # noqa: E402
 
 
 def get(port: int, path: str) -> tuple[int, str]:
@@ -110,3 +113,24 @@ def test_ready_only_once_registered_and_unfenced_and_not_when_cut_off(tmp_path):
         until(lambda: get(ports[1], "/ready")[0] == 200, 30, "node 1 ready again")
     finally:
         cluster.close()
+
+
+def test_the_log_is_json_lines_and_names_every_error_a_client_was_told(tmp_path):
+    broker = BrokerProcess(tmp_path / "data", None, "logging.format=json", "logging.requests=true",
+                           "auto.create.topics.enable=false")
+    broker.start()
+    try:
+        wanted = API_BY_NAME["Metadata"].request_class.MetadataRequestTopic(name="missing")
+        Metadata = raw_client.request("Metadata", topics=[wanted], allow_auto_topic_creation=False)
+        response = raw_client.call(broker.port, "Metadata", 12, Metadata)
+        assert response.topics[0].error_code == 3  # UNKNOWN_TOPIC_OR_PARTITION
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not any("UNKNOWN_TOPIC" in line for line in broker.log_tail):
+            time.sleep(0.05)
+        events = [json.loads(line) for line in list(broker.log_tail) if line.strip()]
+        assert all({"time", "level", "logger", "message"} <= event.keys() for event in events)
+        [error] = [e for e in events if e.get("errors")]
+        assert error["api"] == "Metadata" and error["correlation_id"] == 1 and error["client_id"] == "compat-test"
+        assert error["errors"] == ["UNKNOWN_TOPIC_OR_PARTITION@missing"]
+    finally:
+        broker.kill()

@@ -19,6 +19,7 @@ import time
 from kbroker import __version__
 from kbroker.config import BrokerConfig, ConfigError
 from kbroker.listen import bind_listeners
+from kbroker.logs import configure as configure_logging
 
 logger = logging.getLogger("kbroker")
 
@@ -71,6 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as error:
         print(f"kbroker: {error}", file=sys.stderr)
         return 2
+    configure_logging(config.get("logging.format"))
     roles = set(config.process_roles)
     in_quorum = "controller" in roles and not config.is_embedded_quorum
     controllers = config.controller_listener_names

@@ -196,6 +196,10 @@ SETTINGS: tuple[Setting, ...] = (
        "(0: no time limit).", AtLeast(0)),
     _S("metadata.max.retention.bytes", "long", 100 * 1024**2, "Metadata log and snapshot bytes kept."),
     _S("metadata.max.retention.ms", "long", 7 * DAY_MS, "How long metadata log files and snapshots are kept."),
+    _S("logging.format", "string", "text", "kbroker's own: log lines as text or as JSON objects, one event "
+       "per line.", OneOf("text", "json")),
+    _S("logging.requests", "bool", False, "kbroker's own: log every request (API, correlation id, client, "
+       "latency); answers with errors are logged either way."),
     _S("metrics.port", "int", None, "kbroker's own: HTTP port for Prometheus metrics; unset: none.",
        Between(0, 65535)),
     # --- listeners and sockets ---

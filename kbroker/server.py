@@ -27,6 +27,7 @@ import trio
 
 from kbroker.handlers import HANDLERS, Deferred
 from kbroker.handlers.api_versions import api_versions_response
+from kbroker.logs import log_answer
 from kbroker.security.listener import ListenerSecurity, principal_of_certificate
 from kbroker.security.quotas import REQUEST_PERCENTAGE
 from kbroker.security.scram import AuthenticationFailed
@@ -92,6 +93,8 @@ class Server:
         self.handlers = HANDLERS if handlers is None else handlers
         self.api_versions = api_versions
         self.security = security or ListenerSecurity()
+        config = getattr(broker, "config", None)
+        self.log_every_request = bool(config is not None and config.get("logging.requests"))
         self.connections = 0
 
     async def serve(self, host: str, port: int, sockets=(), *, task_status=trio.TASK_STATUS_IGNORED) -> None:
@@ -221,8 +224,8 @@ class Server:
         answer = _Answer(header)
         answer.throttle_ms = context.throttle_ms
         metrics = getattr(self.broker, "metrics", None)
-        if metrics is not None:
-            answer.observe = (metrics.request_done, handler.api.name, started)
+        answer.observe = (metrics.request_done if metrics is not None else None, handler.api.name, started, peer,
+                          context.principal, self.log_every_request)
         if isinstance(response, Deferred):
             answer.deferred = response
         else:
@@ -250,7 +253,9 @@ class _Answer:
     def __init__(self, header: RequestHeader) -> None:
         self.header = header
         self.throttle_ms = 0
-        self.observe = None  # (metrics callback, API name, perf_counter at arrival): told the latency when done
+        # (metrics callback or None, API name, perf_counter at arrival, peer, principal, log every request):
+        # the answer's latency goes to the metrics and the log (kbroker/logs.py) when it is ready
+        self.observe = None
         self.frame = None
         self.deferred: Deferred | None = None
         self.done = trio.Event()
@@ -260,8 +265,11 @@ class _Answer:
         self.frame = encode_response(header.api_key, header.api_version, header.correlation_id, response)
         self.done.set()
         if self.observe is not None:
-            observe, api_name, started = self.observe
-            observe(api_name, time.perf_counter() - started)
+            observe, api_name, started, peer, principal, every_request = self.observe
+            seconds = time.perf_counter() - started
+            if observe is not None:
+                observe(api_name, seconds)
+            log_answer(header, api_name, peer, principal, response, seconds, every_request=every_request)
 
     async def complete(self, outbox: _Outbox) -> None:
         await self.deferred.ready()

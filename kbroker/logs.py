@@ -1,0 +1,97 @@
+"""The broker's log: one event per line, with its level, as text or JSON (``logging.format``).
+
+Every answer that carries a Kafka error is an event naming the API, the correlation id, the
+client and each error with where it applies, so that what a client was told can be found in the
+log. With ``logging.requests`` every request is an event (Kafka's request logger).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+
+from wire.errors import ErrorCode
+
+requests_logger = logging.getLogger("kbroker.requests")
+_TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+_STANDARD_FIELDS = set(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime"}
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message, and any ``extra`` fields."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        event = {"time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
+                 "level": record.levelname, "logger": record.name, "message": record.getMessage()}
+        event.update({key: value for key, value in vars(record).items() if key not in _STANDARD_FIELDS})
+        if record.exc_info:
+            event["exception"] = self.formatException(record.exc_info)
+        return json.dumps(event, default=str)
+
+
+def configure(output_format: str = "text") -> None:
+    handler = logging.StreamHandler()
+    handler.setFormatter(JsonFormatter() if output_format == "json" else logging.Formatter(_TEXT_FORMAT))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.INFO)
+
+
+def errors_in(response) -> list[str]:
+    """``ERROR_NAME`` or ``ERROR_NAME@where`` for each error code a response carries, however nested."""
+    found: list[str] = []
+    _walk(response, "", found)
+    return found
+
+
+def _walk(value, where: str, found: list[str]) -> None:
+    code = getattr(value, "error_code", None)
+    if code:
+        try:
+            name = ErrorCode(code).name
+        except ValueError:
+            name = str(code)
+        found.append(f"{name}@{where}" if where else name)
+    for field in _struct_lists(type(value)):
+        for item in getattr(value, field) or ():
+            _walk(item, _label(item, where), found)
+
+
+_STRUCT_LISTS: dict[type, tuple[str, ...]] = {}
+
+
+def _struct_lists(value_class: type) -> tuple[str, ...]:
+    """The fields of a generated value class that hold lists of structs (from its declaration, once)."""
+    fields = _STRUCT_LISTS.get(value_class)
+    if fields is None:
+        spec = getattr(value_class, "_spec", None)
+        fields = tuple(f.name for f in getattr(spec, "fields", ())
+                       if f.type.is_array and f.type.element.struct is not None)
+        _STRUCT_LISTS[value_class] = fields
+    return fields
+
+
+def _label(item, parent: str) -> str:
+    for field in ("name", "topic", "group_id", "transactional_id", "partition_index", "index", "partition",
+                  "resource_name", "user", "key"):
+        value = getattr(item, field, None)
+        if value is not None and not isinstance(value, (bytes, list)):
+            return f"{parent}-{value}" if parent else str(value)
+    return parent
+
+
+def log_answer(header, api_name: str, peer: str, principal: str, response, seconds: float, *,
+               every_request: bool) -> None:
+    """The answer's event: always when it carries errors, for every request with ``logging.requests``."""
+    errors = errors_in(response)
+    if not errors and not every_request:
+        return
+    fields = {"api": api_name, "api_version": header.api_version, "correlation_id": header.correlation_id,
+              "client_id": header.client_id, "client_host": peer, "principal": principal,
+              "latency_ms": round(seconds * 1000, 3)}
+    if errors:
+        fields["errors"] = errors
+    requests_logger.info("%s v%d correlation_id=%d client_id=%s from %s (%s) in %.2f ms%s", api_name,
+                         header.api_version, header.correlation_id, header.client_id, peer, principal,
+                         seconds * 1000, (": " + ", ".join(errors)) if errors else "", extra=fields)
