@@ -65,7 +65,12 @@ _MAIN_STARTED = time.perf_counter()
 
 def main(argv: list[str] | None = None) -> int:
     started_at = time.perf_counter()
-    arguments = parse_arguments(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "mirror":  # kbroker mirror: copy topics between clusters (kbroker/mirror.py)
+        from kbroker import mirror
+
+        return mirror.main(argv[1:])
+    arguments = parse_arguments(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         config = BrokerConfig.load(arguments.config, os.environ, arguments.override)
