@@ -28,8 +28,13 @@ def parse_arguments(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="kbroker", description="A Kafka-wire-compatible broker.")
     parser.add_argument("--config", metavar="FILE", help="a server.properties file")
     parser.add_argument("--override", metavar="KEY=VALUE", action="append", default=[], help="a setting (repeatable)")
+    parser.add_argument("--metrics-port", metavar="PORT", type=int,
+                        help="serve /metrics, /health and /ready on PORT (metrics.port)")
     parser.add_argument("--version", action="version", version=f"kbroker {__version__}")
-    return parser.parse_args(argv)
+    arguments = parser.parse_args(argv)
+    if arguments.metrics_port is not None:
+        arguments.override.append(f"metrics.port={arguments.metrics_port}")
+    return arguments
 
 
 async def serve(server, started_at: float, data_dir: str) -> None:

@@ -74,3 +74,19 @@ def test_a_listener_without_its_security_material_is_refused_at_start(tmp_path):
         process = start(tmp_path, *settings)
         assert process.wait(timeout=20) == 2
         assert named in process.stdout.read()
+
+
+def test_metrics_port_flag_serves_health(tmp_path):
+    import urllib.request
+
+    port, metrics_port = free_port(), free_port()
+    command = [sys.executable, "-m", "kbroker.cli", "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
+               "--metrics-port", str(metrics_port)]
+    process = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_for_line(process, "ready on")
+        with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/ready", timeout=5) as answer:
+            assert answer.status == 200
+    finally:
+        process.kill()
+        process.wait()
