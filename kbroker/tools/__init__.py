@@ -1,0 +1,1 @@
+"""Tools around the broker: the admin subcommands and the client they use."""

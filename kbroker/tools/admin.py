@@ -1,0 +1,384 @@
+"""``kbroker topics|groups|produce|consume|cluster``: Kafka's shell tools for people without them.
+
+Each command speaks the Kafka protocol (kbroker/tools/client.py) to any broker named by
+``--bootstrap-server`` and prints plain aligned text; errors are Kafka's names on stderr with
+exit code 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from kbroker.tools.client import Client, KafkaError
+from wire.errors import ErrorCode
+from wire.records import Record, build_batch, decode_records, iter_batches
+from wire.schema import API_BY_NAME
+
+LATEST, EARLIEST = -1, -2
+_REQUEST = {name: API_BY_NAME[name].request_class for name in (
+    "CreateTopics", "DeleteTopics", "CreatePartitions", "IncrementalAlterConfigs", "DescribeConfigs", "ListOffsets",
+    "Produce", "Fetch", "OffsetFetch", "OffsetCommit")}
+_PROGRESS_EVERY = 100_000
+_BATCH_RECORDS = 500
+
+
+def table(rows: list[list], out=sys.stdout) -> None:
+    widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))] if rows else []
+    for row in rows:
+        print("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip(), file=out)
+
+
+def _check(code: int, where: str, message: str | None = None) -> None:
+    if code:
+        raise KafkaError(code, where, message)
+
+
+# -- topics ---------------------------------------------------------------------------------------------------
+
+def topics_list(client: Client, args) -> None:
+    for topic in sorted(client.metadata().topics, key=lambda t: t.name):
+        if not topic.name.startswith("__") or args.internal:
+            print(topic.name)
+
+
+def topics_describe(client: Client, args) -> None:
+    [topic] = client.metadata([args.name]).topics
+    _check(topic.error_code, args.name)
+    print(f"Topic: {topic.name}  PartitionCount: {len(topic.partitions)}  "
+          f"ReplicationFactor: {len(topic.partitions[0].replica_nodes) if topic.partitions else 0}")
+    configs = client.bootstrap.call("DescribeConfigs", resources=[_REQUEST["DescribeConfigs"].DescribeConfigsResource(
+        resource_type=2, resource_name=args.name, configuration_keys=None)]).results[0]
+    overrides = [f"{c.name}={c.value}" for c in configs.configs if c.config_source == 1]
+    print(f"Configs: {','.join(overrides)}")
+    table([["Partition", "Leader", "Replicas", "Isr"]] + [
+        [p.partition_index, p.leader_id, ",".join(map(str, p.replica_nodes)), ",".join(map(str, p.isr_nodes))]
+        for p in sorted(topic.partitions, key=lambda p: p.partition_index)])
+
+
+def topics_create(client: Client, args) -> None:
+    Creatable = _REQUEST["CreateTopics"].CreatableTopic
+    configs = [Creatable.CreatableTopicConfig(name=k, value=v) for k, v in _pairs(args.config)]
+    answer = client.bootstrap.call("CreateTopics", topics=[Creatable(
+        name=args.name, num_partitions=args.partitions, replication_factor=args.replication_factor,
+        assignments=[], configs=configs)], timeout_ms=30_000)
+    _check(answer.topics[0].error_code, args.name, answer.topics[0].error_message)
+    print(f"Created topic {args.name}.")
+
+
+def topics_delete(client: Client, args) -> None:
+    answer = client.bootstrap.call("DeleteTopics", topic_names=[args.name], topics=[], timeout_ms=30_000)
+    _check(answer.responses[0].error_code, args.name)
+    print(f"Deleted topic {args.name}.")
+
+
+def topics_alter(client: Client, args) -> None:
+    if args.partitions is not None:
+        Topic = _REQUEST["CreatePartitions"].CreatePartitionsTopic
+        answer = client.bootstrap.call("CreatePartitions", topics=[Topic(name=args.name, count=args.partitions,
+                                                                         assignments=None)],
+                                       timeout_ms=30_000, validate_only=False)
+        _check(answer.results[0].error_code, args.name, answer.results[0].error_message)
+        print(f"Topic {args.name} now has {args.partitions} partitions.")
+    if args.config:
+        Resource = _REQUEST["IncrementalAlterConfigs"].AlterConfigsResource
+        changes = [Resource.AlterableConfig(name=k, config_operation=0, value=v) for k, v in _pairs(args.config)]
+        answer = client.bootstrap.call("IncrementalAlterConfigs", resources=[Resource(
+            resource_type=2, resource_name=args.name, configs=changes)], validate_only=False)
+        _check(answer.responses[0].error_code, args.name, answer.responses[0].error_message)
+        print(f"Altered configs of {args.name}: {', '.join(args.config)}.")
+
+
+# -- offsets, produce, consume --------------------------------------------------------------------------------
+
+def list_offsets(client: Client, topic: str, timestamp: int) -> dict[int, int]:
+    """Partition -> offset at ``timestamp`` (LATEST: the end, EARLIEST: the start), asking each leader."""
+    found = {}
+    by_leader: dict[int, list[int]] = {}
+    for partition, leader in client.leaders(topic).items():
+        by_leader.setdefault(leader, []).append(partition)
+    Topic = _REQUEST["ListOffsets"].ListOffsetsTopic
+    for leader, partitions in by_leader.items():
+        answer = client.broker(leader).call("ListOffsets", replica_id=-1, isolation_level=0, topics=[Topic(
+            name=topic, partitions=[Topic.ListOffsetsPartition(partition_index=p, timestamp=timestamp)
+                                    for p in partitions])])
+        for result in answer.topics[0].partitions:
+            _check(result.error_code, f"{topic}-{result.partition_index}")
+            found[result.partition_index] = result.offset
+    return found
+
+
+def produce(client: Client, args) -> None:
+    from wire.murmur2 import default_partition
+
+    leaders = client.leaders(args.topic)
+    count, pending, next_partition = 0, {}, 0
+    acks = {"all": -1, "-1": -1, "1": 1, "0": 0}[args.acks]
+    for line in sys.stdin.buffer:
+        line = line.rstrip(b"\r\n")
+        key = None
+        if args.key_separator is not None and args.key_separator.encode() in line:
+            key, line = line.split(args.key_separator.encode(), 1)
+        if args.partition is not None:
+            partition = args.partition
+        elif key is not None:
+            partition = default_partition(key, len(leaders))
+        else:  # keyless: a sticky partition per batch, as Kafka's producers do
+            partition = next_partition
+        records = pending.setdefault(partition, [])
+        records.append(Record(offset_delta=len(records), key=key, value=line))
+        count += 1
+        if len(records) >= _BATCH_RECORDS:
+            _send(client, args.topic, leaders, {partition: pending.pop(partition)}, acks)
+            next_partition = (next_partition + 1) % len(leaders)
+        if count % _PROGRESS_EVERY == 0:
+            print(f"{count:,} records sent", file=sys.stderr)
+    if pending:
+        _send(client, args.topic, leaders, pending, acks)
+    print(f"{count} records produced to {args.topic}.")
+
+
+def _send(client: Client, topic: str, leaders: dict[int, int], batches: dict[int, list], acks: int) -> None:
+    now_ms = int(time.time() * 1000)
+    by_leader: dict[int, list] = {}
+    Data = _REQUEST["Produce"].TopicProduceData
+    for partition, records in batches.items():
+        batch = build_batch(records, base_timestamp=now_ms, max_timestamp=now_ms)
+        by_leader.setdefault(leaders[partition], []).append(Data.PartitionProduceData(index=partition, records=batch))
+    for leader, partitions in by_leader.items():
+        connection = client.broker(leader)
+        request = dict(acks=acks, timeout_ms=30_000, topic_data=[Data(name=topic, partition_data=partitions)])
+        if acks == 0:
+            connection.send("Produce", **request)
+            continue
+        answer = connection.call("Produce", **request)
+        for result in answer.responses[0].partition_responses:
+            _check(result.error_code, f"{topic}-{result.index}")
+
+
+def consume(client: Client, args) -> None:
+    leaders = client.leaders(args.topic)
+    partitions = [args.partition] if args.partition is not None else sorted(leaders)
+    start = EARLIEST if args.from_beginning else LATEST
+    positions = {p: offset for p, offset in list_offsets(client, args.topic, start).items() if p in partitions}
+    printed, idle_since = 0, time.monotonic()
+    FetchTopic = _REQUEST["Fetch"].FetchTopic
+    while (args.max_messages is None or printed < args.max_messages) and \
+            time.monotonic() - idle_since < args.timeout_ms / 1000:
+        got = 0
+        for leader in sorted({leaders[p] for p in partitions}):
+            mine = [p for p in partitions if leaders[p] == leader]
+            answer = client.broker(leader).call("Fetch", max_wait_ms=200, min_bytes=1, max_bytes=16 << 20, topics=[
+                FetchTopic(topic=args.topic, partitions=[FetchTopic.FetchPartition(
+                    partition=p, fetch_offset=positions[p], partition_max_bytes=4 << 20) for p in mine])],
+                forgotten_topics_data=[], rack_id="")
+            for result in answer.responses[0].partitions:
+                _check(result.error_code, f"{args.topic}-{result.partition_index}")
+                for key, value, offset in _records(result.records, positions[result.partition_index]):
+                    if args.max_messages is not None and printed >= args.max_messages:
+                        break
+                    shown = value.decode(errors="replace") if value is not None else "null"
+                    if args.print_key:
+                        shown = (key.decode(errors="replace") if key is not None else "null") + args.key_separator + shown
+                    print(shown)
+                    printed += 1
+                    got += 1
+                    positions[result.partition_index] = offset + 1
+        if got:
+            idle_since = time.monotonic()
+    sys.stdout.flush()
+    print(f"Processed a total of {printed} messages", file=sys.stderr)
+
+
+def _records(data, from_offset: int):
+    """(key, value, offset) of each data record at or after ``from_offset`` (control batches skipped)."""
+    data = bytes(data or b"")
+    for position, header in iter_batches(data, allow_partial_tail=True):
+        if header.is_control:
+            continue
+        _, records = decode_records(data, position)
+        for record in records:
+            offset = header.base_offset + record.offset_delta
+            if offset >= from_offset:
+                yield record.key, record.value, offset
+
+
+# -- groups ---------------------------------------------------------------------------------------------------
+
+def groups_list(client: Client, args) -> None:
+    names = set()
+    for node_id in {b.node_id for b in client.metadata([]).brokers}:
+        answer = client.broker(node_id).call("ListGroups")
+        _check(answer.error_code, f"broker {node_id}")
+        names.update(group.group_id for group in answer.groups)
+    for name in sorted(names):
+        print(name)
+
+
+def committed_offsets(client: Client, group: str) -> dict[tuple[str, int], int]:
+    answer = client.coordinator(group).call("OffsetFetch", group_id=group, topics=None)
+    _check(answer.error_code, f"group {group}")
+    return {(topic.name, p.partition_index): p.committed_offset
+            for topic in answer.topics for p in topic.partitions if p.committed_offset >= 0}
+
+
+def groups_describe(client: Client, args) -> None:
+    coordinator = client.coordinator(args.group)
+    [described] = coordinator.call("DescribeGroups", groups=[args.group]).groups
+    _check(described.error_code, f"group {args.group}")
+    print(f"Group: {args.group}  State: {described.group_state}  Members: {len(described.members)}")
+    rows = [["TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG"]]
+    committed = committed_offsets(client, args.group)
+    ends = {topic: list_offsets(client, topic, LATEST) for topic in {t for t, _ in committed}}
+    for (topic, partition), offset in sorted(committed.items()):
+        end = ends[topic].get(partition, offset)
+        rows.append([topic, partition, offset, end, max(0, end - offset)])
+    table(rows)
+    for member in described.members:
+        print(f"member {member.member_id} client {member.client_id} host {member.client_host}")
+
+
+def groups_reset_offsets(client: Client, args) -> None:
+    coordinator = client.coordinator(args.group)
+    [described] = coordinator.call("DescribeGroups", groups=[args.group]).groups
+    if described.members:
+        raise KafkaError(ErrorCode.NON_EMPTY_GROUP, f"group {args.group}",
+                         "stop its consumers first: offsets are reset only for an inactive group")
+    if args.to_offset is not None:
+        targets = {p: args.to_offset for p in client.leaders(args.topic)}
+    else:
+        targets = list_offsets(client, args.topic, EARLIEST if args.to_earliest else LATEST)
+    table([["TOPIC", "PARTITION", "NEW-OFFSET"]] + [[args.topic, p, o] for p, o in sorted(targets.items())])
+    if not args.execute:
+        print("Dry run: add --execute to reset.")
+        return
+    Topic = _REQUEST["OffsetCommit"].OffsetCommitRequestTopic
+    answer = coordinator.call("OffsetCommit", group_id=args.group, generation_id_or_member_epoch=-1, member_id="",
+                              topics=[Topic(name=args.topic, partitions=[Topic.OffsetCommitRequestPartition(
+                                  partition_index=p, committed_offset=o, committed_metadata="")
+                                  for p, o in sorted(targets.items())])])
+    for result in answer.topics[0].partitions:
+        _check(result.error_code, f"{args.topic}-{result.partition_index}")
+    print(f"Reset offsets of group {args.group} on {args.topic}.")
+
+
+# -- cluster --------------------------------------------------------------------------------------------------
+
+def cluster_status(client: Client, args) -> None:
+    metadata = client.metadata()
+    live = {b.node_id for b in metadata.brokers}
+    print(f"Cluster: {metadata.cluster_id}  Controller: {metadata.controller_id}")
+    table([["BROKER", "HOST", "PORT", "RACK"]] + [[b.node_id, b.host, b.port, b.rack or ""]
+                                                  for b in sorted(metadata.brokers, key=lambda b: b.node_id)])
+    partitions = [(t.name, p) for t in metadata.topics for p in t.partitions]
+    under = [f"{name}-{p.partition_index}" for name, p in partitions if len(p.isr_nodes) < len(p.replica_nodes)]
+    offline = [f"{name}-{p.partition_index}" for name, p in partitions if p.leader_id not in live]
+    print(f"Topics: {len(metadata.topics)}  Partitions: {len(partitions)}  "
+          f"Under-replicated: {len(under)}  Offline: {len(offline)}")
+    for name in under:
+        print(f"under-replicated: {name}")
+    for name in offline:
+        print(f"offline: {name}")
+
+
+def _pairs(items: list[str]) -> list[tuple[str, str]]:
+    pairs = []
+    for item in items or ():
+        key, equals, value = item.partition("=")
+        if not equals:
+            raise SystemExit(f"kbroker: expected KEY=VALUE, got {item!r}")
+        pairs.append((key, value))
+    return pairs
+
+
+def parser() -> argparse.ArgumentParser:
+    root = argparse.ArgumentParser(prog="kbroker", description="Kafka admin commands over the Kafka protocol.")
+    root.add_argument("--bootstrap-server", default="localhost:9092")
+    commands = root.add_subparsers(dest="command", required=True)
+
+    topics = commands.add_parser("topics").add_subparsers(dest="action", required=True)
+    listing = topics.add_parser("list")
+    listing.add_argument("--internal", action="store_true", help="also the internal topics")
+    listing.set_defaults(run=topics_list)
+    describe = topics.add_parser("describe")
+    describe.add_argument("name")
+    describe.set_defaults(run=topics_describe)
+    create = topics.add_parser("create")
+    create.add_argument("name")
+    create.add_argument("--partitions", type=int, default=-1)
+    create.add_argument("--replication-factor", type=int, default=-1)
+    create.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
+    create.set_defaults(run=topics_create)
+    delete = topics.add_parser("delete")
+    delete.add_argument("name")
+    delete.set_defaults(run=topics_delete)
+    alter = topics.add_parser("alter")
+    alter.add_argument("name")
+    alter.add_argument("--partitions", type=int)
+    alter.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
+    alter.set_defaults(run=topics_alter)
+
+    groups = commands.add_parser("groups").add_subparsers(dest="action", required=True)
+    groups.add_parser("list").set_defaults(run=groups_list)
+    describe = groups.add_parser("describe")
+    describe.add_argument("group")
+    describe.set_defaults(run=groups_describe)
+    reset = groups.add_parser("reset-offsets")
+    reset.add_argument("group")
+    reset.add_argument("--topic", required=True)
+    target = reset.add_mutually_exclusive_group(required=True)
+    target.add_argument("--to-earliest", action="store_true")
+    target.add_argument("--to-latest", action="store_true")
+    target.add_argument("--to-offset", type=int)
+    reset.add_argument("--execute", action="store_true", help="reset (without it: show what would be done)")
+    reset.set_defaults(run=groups_reset_offsets)
+
+    producing = commands.add_parser("produce", help="lines on stdin, one record each")
+    producing.add_argument("topic")
+    producing.add_argument("--key-separator")
+    producing.add_argument("--partition", type=int)
+    producing.add_argument("--acks", default="all", choices=["all", "-1", "1", "0"])
+    producing.set_defaults(run=produce)
+
+    consuming = commands.add_parser("consume", help="records to stdout, one per line")
+    consuming.add_argument("topic")
+    consuming.add_argument("--from-beginning", action="store_true")
+    consuming.add_argument("--max-messages", type=int)
+    consuming.add_argument("--timeout-ms", type=int, default=5000, help="stop when nothing arrived for this long")
+    consuming.add_argument("--print-key", action="store_true")
+    consuming.add_argument("--key-separator", default="\t")
+    consuming.add_argument("--partition", type=int)
+    consuming.set_defaults(run=consume)
+
+    cluster = commands.add_parser("cluster").add_subparsers(dest="action", required=True)
+    cluster.add_parser("status").set_defaults(run=cluster_status)
+    return root
+
+
+def main(argv: list[str]) -> int:
+    """``argv``: the command and its arguments (``--bootstrap-server`` may come anywhere)."""
+    bootstrap = "localhost:9092"
+    rest = []
+    iterator = iter(argv)
+    for item in iterator:
+        if item == "--bootstrap-server":
+            bootstrap = next(iterator, bootstrap)
+        elif item.startswith("--bootstrap-server="):
+            bootstrap = item.split("=", 1)[1]
+        else:
+            rest.append(item)
+    args = parser().parse_args(["--bootstrap-server", bootstrap, *rest])
+    try:
+        client = Client(args.bootstrap_server)
+    except (OSError, KafkaError) as error:
+        print(f"kbroker: {error}", file=sys.stderr)
+        return 1
+    try:
+        args.run(client, args)
+    except (KafkaError, OSError) as error:
+        print(f"kbroker: {error}", file=sys.stderr)
+        return 1
+    finally:
+        client.close()
+    return 0
