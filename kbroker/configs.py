@@ -22,7 +22,7 @@ from kbroker.config_definitions import SETTINGS, SETTINGS_BY_NAME, TOPIC_CONFIG_
 from kbroker.metadata import records
 from kbroker.metadata.image import TOPIC_RESOURCE, MetadataImage, apply_record
 from kbroker.topics import TopicError, check_topic_configs, validate_topic_name
-from kbroker.handlers.results import mark_not_made
+from kbroker.results import mark_not_made
 from kbroker.security.acls import AclOperation, ResourceType
 from kbroker.security.authorization import allowed, allowed_on_cluster
 from wire.errors import ErrorCode

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from importlib import import_module
 
-from kbroker.handlers.results import mark_not_made  # noqa: F401  (for the handlers of metadata changes)
+from kbroker.results import mark_not_made  # noqa: F401  (for the handlers of metadata changes)
 from kbroker.security.authorization import allowed_on_cluster
 from wire.errors import ErrorCode
 from wire.schema import API_BY_NAME, Api

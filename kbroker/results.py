@@ -1,4 +1,4 @@
-"""What handlers of metadata changes share about their per-resource results."""
+"""What the handlers of metadata changes (and kbroker.configs) share about their per-resource results."""
 
 from wire.errors import ErrorCode
 
