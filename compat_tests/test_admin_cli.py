@@ -84,6 +84,7 @@ def test_groups_describe_shows_lag_and_reset_offsets_moves_them(broker):
 def test_cluster_status(broker):
     status = kbroker(broker, "cluster", "status")
     assert "Under-replicated: 0" in status and "Offline: 0" in status and "127.0.0.1" in status
+    assert "Quorum: leader 1" in status  # a lone broker is its own one-voter quorum
 
 
 def test_an_unreachable_broker_is_a_clear_error():
@@ -133,3 +134,20 @@ def test_read_only_commands_work_against_tansu(tansu):
                        "3000")
     assert consumed.splitlines() == [f"line {index}" for index in range(5)]
     kbroker(tansu, "groups", "list")
+
+
+def test_cluster_status_of_a_three_node_cluster_shows_its_quorum(tmp_path):
+    from compat_tests.quorum_process import Quorum, until
+
+    cluster = Quorum(tmp_path, combined=True)
+    try:
+        cluster.start()
+        bootstrap = cluster.nodes[2].bootstrap
+
+        output = until(lambda: (lambda text: text if "Quorum: leader" in text else None)(
+            kbroker(bootstrap, "cluster", "status")), 20, "the quorum in cluster status")
+        voters = [line.split()[0] for line in output.split("VOTER", 1)[1].splitlines()[1:] if line.strip()]
+        assert voters == ["1", "2", "3"]
+        assert "BROKER" in output and output.count("127.0.0.1") == 3
+    finally:
+        cluster.close()

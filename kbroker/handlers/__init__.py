@@ -97,7 +97,8 @@ _MODULES = ("api_versions", "metadata", "create_topics", "delete_topics", "produ
             "consumer_group_heartbeat", "consumer_group_describe", "write_txn_markers", "txn_offset_commit",
             "add_partitions_to_txn", "add_offsets_to_txn", "end_txn", "describe_transactions", "list_transactions",
             "sasl_handshake", "sasl_authenticate", "describe_user_scram_credentials", "alter_user_scram_credentials",
-            "describe_acls", "create_acls", "delete_acls", "describe_client_quotas", "alter_client_quotas")
+            "describe_acls", "create_acls", "delete_acls", "describe_client_quotas", "alter_client_quotas",
+            "describe_quorum")
 
 for _module in _MODULES:
     import_module(f"kbroker.handlers.{_module}")

@@ -280,6 +280,26 @@ def cluster_status(client: Client, args) -> None:
         print(f"under-replicated: {name}")
     for name in offline:
         print(f"offline: {name}")
+    if "DescribeQuorum" in client.bootstrap.versions:
+        _quorum_status(client)
+
+
+def _quorum_status(client: Client) -> None:
+    """The metadata quorum as the active controller sees it (a broker asks it for us)."""
+    Request = API_BY_NAME["DescribeQuorum"].request_class
+    answer = client.bootstrap.call("DescribeQuorum", topics=[Request.TopicData(
+        topic_name="__cluster_metadata", partitions=[Request.TopicData.PartitionData(partition_index=0)])])
+    if answer.error_code or not answer.topics:
+        print(f"Quorum: not available ({KafkaError(answer.error_code or ErrorCode.UNKNOWN_SERVER_ERROR)})")
+        return
+    quorum = answer.topics[0].partitions[0]
+    if quorum.error_code:
+        print(f"Quorum: not available ({KafkaError(quorum.error_code)})")
+        return
+    print(f"Quorum: leader {quorum.leader_id}  epoch {quorum.leader_epoch}  high watermark {quorum.high_watermark}")
+    table([["VOTER", "LOG-END-OFFSET", "LAG"]] + [
+        [voter.replica_id, voter.log_end_offset, max(0, quorum.high_watermark - voter.log_end_offset)]
+        for voter in sorted(quorum.current_voters, key=lambda v: v.replica_id)])
 
 
 def _pairs(items: list[str]) -> list[tuple[str, str]]:
