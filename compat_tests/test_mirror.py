@@ -25,10 +25,11 @@ DEADLINE_S = 180
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def start_mirror(source: BrokerProcess, target: BrokerProcess) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "kbroker.cli", "mirror", "--source", source.bootstrap,
-                             "--target", target.bootstrap, "--topics", "ord.*", "--group", "mirror-test"],
-                            cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+def start_mirror(source: BrokerProcess, target: BrokerProcess, log_path) -> subprocess.Popen:
+    with open(log_path, "a") as log:
+        return subprocess.Popen([sys.executable, "-m", "kbroker.cli", "mirror", "--source", source.bootstrap,
+                                 "--target", target.bootstrap, "--topics", "ord.*", "--group", "mirror-test"],
+                                cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
 
 
 def end_offsets(broker: BrokerProcess, topic: str) -> list[int]:
@@ -87,18 +88,23 @@ def test_mirroring_survives_three_kills_without_losing_a_record(tmp_path):
 
         kills = 0
         deadline = time.monotonic() + DEADLINE_S
-        mirror = start_mirror(source, target)
+        log_path = tmp_path / "mirror.log"
+        mirror = start_mirror(source, target, log_path)
         for threshold in KILL_AT:
             while sum(end_offsets(target, TOPIC)) < threshold and time.monotonic() < deadline:
                 time.sleep(0.05)
             mirror.send_signal(signal.SIGKILL)
             mirror.wait(10)
             kills += 1
-            mirror = start_mirror(source, target)
-        while committed(source) < COUNT and time.monotonic() < deadline:  # caught up and committed
+            log_path.write_text("")
+            mirror = start_mirror(source, target, log_path)
+        # The last one running (its partitions assigned), caught up and committed: then stopped cleanly.
+        while "copying" not in log_path.read_text() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        while committed(source) < COUNT and time.monotonic() < deadline:
             time.sleep(0.2)
         mirror.send_signal(signal.SIGTERM)
-        assert mirror.wait(60) == 0
+        assert mirror.wait(60) == 0, log_path.read_text()
         mirror = None
 
         found = read_all(target, TOPIC, end_offsets(target, TOPIC))
