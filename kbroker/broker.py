@@ -38,7 +38,8 @@ from kbroker.producer_ids import ProducerIdBlock
 from kbroker.security.authorization import Authorization
 from kbroker.security.listener import ListenerSecurity
 from kbroker.security.quotas import QuotaMeters, quota_for
-from kbroker.security.scram import ScramCredential
+from kbroker.security.peer import PeerSecurity
+from kbroker.security.scram import ScramCredential, credential_of
 from kbroker.server import Server, ServerLimits
 from kbroker.topics import TopicError, TopicRequest, plan_topic, topic_log_config
 from log.checkpoint import fsync_file_and_directory, kafka_uuid_string
@@ -132,13 +133,16 @@ class Broker:
             quorum.state.on_change = self._metadata_applied
             voters = {voter.node_id: (voter.host, voter.port) for voter in self.config.quorum_voters}
             channel = ControllerChannel(f"broker-{self.node_id}", voters, lambda: quorum.driver.node.leader,
-                                        request_timeout_s=self.config.get("controller.quorum.request.timeout.ms") / 1000)
+                                        request_timeout_s=self.config.get("controller.quorum.request.timeout.ms") / 1000,
+                                        connect=PeerSecurity.controller(self.config).connect)
             self.lifecycle = BrokerLifecycle(self, channel, interval_ms=self.config.get("broker.heartbeat.interval.ms"),
                                              session_timeout_ms=self.config.get("broker.session.timeout.ms"))
         self.metrics = None  # kbroker.metrics.BrokerMetrics, made by run() when metrics.port is set
         self.metrics_port: int | None = None
         self.authorization = Authorization(self.config)  # ACLs, when authorizer.class.name names ours
         self.quota_meters = QuotaMeters(self.config.quota_window_num, self.config.quota_window_size_seconds * 1000)
+        # how this broker reaches the others' inter-broker listeners (a lone broker reaches none)
+        self.peers = PeerSecurity.inter_broker(self.config) if quorum is not None else PeerSecurity()
         self.servers = [Server(self, settings.limits, security=ListenerSecurity.from_config(
             self.config, listener.name, listener.security_protocol)) for listener in settings.listeners]
         self.ports: dict[str, int] = {}  # listener name -> the port it is bound to, once serving
@@ -397,10 +401,7 @@ class Broker:
 
     def scram_credential(self, user: str, mechanism: int) -> ScramCredential | None:
         """The user's SCRAM credential for a mechanism (kbroker.security.scram), from the metadata."""
-        record = self.image.scram_credentials.get((user, mechanism))
-        if record is None:
-            return None
-        return ScramCredential(record.salt, record.stored_key, record.server_key, record.iterations)
+        return credential_of(self.image.scram_credentials.get((user, mechanism)))
 
     async def shutdown(self) -> None:
         """Stop in order: in a quorum, give up partition leaderships, then the quorum's leadership."""

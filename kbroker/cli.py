@@ -102,27 +102,25 @@ def main(argv: list[str] | None = None) -> int:
             return 1
     import trio  # the slow imports come after the ports are open (kbroker/listen.py says why)
 
-    quorum = None  # this process's member of the metadata quorum: a voter, an observer, or none (embedded)
-    if in_quorum:
-        from kbroker.controller.controller import Controller
+    try:  # a listener's TLS or SASL settings are read here
+        quorum = None  # this process's member of the metadata quorum: a voter, an observer, or none (embedded)
+        if in_quorum:
+            from kbroker.controller.controller import Controller
 
-        quorum = Controller(config, sockets=sockets[config.controller_endpoints[0].listener_name])
-    elif not config.is_embedded_quorum:
-        from kbroker.metadata.observer import QuorumObserver
+            quorum = Controller(config, sockets=sockets[config.controller_endpoints[0].listener_name])
+        elif not config.is_embedded_quorum:
+            from kbroker.metadata.observer import QuorumObserver
 
-        quorum = QuorumObserver(config)
-    if "broker" not in roles:
-        trio.run(serve, quorum, started_at, config.get("log.dirs")[0])
-        logger.info("stopped")
-        return 0
-    from kbroker.broker import Broker, settings_from_config
+            quorum = QuorumObserver(config)
+        node = quorum  # what this process serves: its broker, or else its controller
+        if "broker" in roles:
+            from kbroker.broker import Broker, settings_from_config
 
-    try:
-        broker = Broker(settings_from_config(config, sockets), config, quorum=quorum)
-    except ConfigError as error:  # a listener's TLS or SASL settings
+            node = Broker(settings_from_config(config, sockets), config, quorum=quorum)
+    except ConfigError as error:
         print(f"kbroker: {error}", file=sys.stderr)
         return 2
-    trio.run(serve, broker, started_at, broker.settings.data_dir)
+    trio.run(serve, node, started_at, config.get("log.dirs")[0])
     logger.info("stopped")
     return 0
 

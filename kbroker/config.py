@@ -519,10 +519,6 @@ class BrokerConfig:
             if inter_broker not in advertised_names:
                 self._fail(advertising, f"must include the inter-broker listener {inter_broker} (see inter.broker."
                                         f"listener.name); broker listeners: {', '.join(sorted(advertised_names))}")
-            protocol = self.security_protocol_map.get(inter_broker)
-            if not self.is_embedded_quorum and protocol != "PLAINTEXT":
-                self._fail("inter.broker.listener.name", f"the inter-broker listener {inter_broker} uses {protocol}; "
-                                                         "kbroker brokers reach each other over PLAINTEXT only so far")
             if not advertised_names <= listener_names:
                 self._fail("advertised.listeners", f"names must be among those of listeners: "
                                                    f"{', '.join(sorted(listener_names))}")

@@ -247,11 +247,14 @@ SETTINGS: tuple[Setting, ...] = (
     _S("ssl.cipher.suites", "list", (), "TLS 1.2 cipher suites (OpenSSL names) allowed; empty: the defaults."),
     _S("ssl.principal.mapping.rules", "string", "DEFAULT", "How a client certificate's subject becomes the "
        "principal; DEFAULT: its distinguished name.", OneOf("DEFAULT")),
-    _S("ssl.endpoint.identification.algorithm", "string", "https", "Host name check of server certificates, "
-       "as a client.", used=False),
+    _S("ssl.endpoint.identification.algorithm", "string", "https", "Host name check of other nodes' server "
+       "certificates when this node connects to them (https: checked; empty: not).", OneOf("https", "HTTPS", "")),
     _S("sasl.enabled.mechanisms", "list", ("GSSAPI",), "SASL mechanisms the SASL listeners offer.",
        ListOf("GSSAPI", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", unique=True)),
-    _S("sasl.mechanism.inter.broker.protocol", "string", "GSSAPI", "SASL mechanism between brokers."),
+    _S("sasl.mechanism.inter.broker.protocol", "string", "GSSAPI", "SASL mechanism brokers log in to each "
+       "other's inter-broker listener with (its JAAS line's username and password)."),
+    _S("sasl.mechanism.controller.protocol", "string", "GSSAPI", "SASL mechanism nodes log in to the controller "
+       "listener with (its JAAS line's username and password)."),
     _S("sasl.jaas.config", "password", None, "JAAS login context; on a broker only in its listener-prefixed form "
        "(listener.name.<l>.<mechanism>.sasl.jaas.config). PLAIN's users are its user_<name>=\"<password>\" "
        "options."),

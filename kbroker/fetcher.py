@@ -16,6 +16,7 @@ import logging
 
 import trio
 
+from kbroker.security.peer import PeerUnreachable
 from wire import DecodeError
 from wire.errors import ErrorCode
 from wire.frame import decode_response, encode_request, read_frame
@@ -69,6 +70,7 @@ class ReplicaFetchers:
     async def _fetch_from(self, leader: int, scope: trio.CancelScope) -> None:
         backoff_s = self.config.get("replica.fetch.backoff.ms") / 1000
         wait_ms = self.config.get("replica.fetch.wait.max.ms")
+        refusal = ""  # the last TLS or SASL failure logged, so that a retry does not log it again
         with scope:
             while True:
                 endpoint = next((b for b in self.broker.image.brokers if b.node_id == leader), None)
@@ -76,10 +78,19 @@ class ReplicaFetchers:
                     await trio.sleep(backoff_s)
                     continue
                 try:
-                    stream = await trio.open_tcp_stream(endpoint.host, endpoint.port)
-                except OSError:
+                    stream = await self.broker.peers.connect(endpoint.host, endpoint.port,
+                                                             f"replica-{self.broker.node_id}")
+                except PeerUnreachable as error:  # TLS or SASL refused: the settings, not the network
+                    if str(error) != refusal:
+                        refusal = str(error)
+                        logger.warning("replica fetcher cannot log in to leader %d: %s", leader, error)
                     await trio.sleep(backoff_s)
                     continue
+                except OSError as error:
+                    logger.debug("replica fetcher cannot reach leader %d: %r", leader, error)
+                    await trio.sleep(backoff_s)
+                    continue
+                refusal = ""
                 async with stream:
                     try:
                         await self._session(stream, leader, wait_ms)
@@ -91,6 +102,7 @@ class ReplicaFetchers:
 
     async def _session(self, stream, leader: int, wait_ms: int) -> None:
         correlation_id = 0
+        refused = ErrorCode.NONE  # the leader's last top-level error, logged when it changes
         while True:
             partitions = self.followed(leader)
             if not partitions:
@@ -103,8 +115,15 @@ class ReplicaFetchers:
                                                      f"replica-{self.broker.node_id}", request))
                 _, response = decode_response(FETCH.key, FETCH_VERSION, await read_frame(stream))
             if response.error_code != ErrorCode.NONE:
+                if response.error_code != refused:  # once per refusal, not once per retry
+                    refused = response.error_code
+                    hint = " (is this broker's principal in super.users?)" \
+                        if refused == ErrorCode.CLUSTER_AUTHORIZATION_FAILED else ""
+                    logger.warning("leader %d refuses this broker's fetches: %s%s", leader, ErrorCode(refused).name,
+                                   hint)
                 await trio.sleep(self.config.get("replica.fetch.backoff.ms") / 1000)
                 continue
+            refused = ErrorCode.NONE
             by_key = {(p.topic, p.index): p for p in partitions}
             waits = []
             for topic in response.responses:

@@ -64,8 +64,9 @@ class _Slot:
 class RaftDriver:
     def __init__(self, node_id: int, voters: dict[int, tuple[str, int]], store: RaftStore, state_machine, *,
                  cluster_id: str = "", config: RaftConfig | None = None, snapshot_bytes: int = 20 * 1024**2,
-                 rng: random.Random | None = None) -> None:
+                 rng: random.Random | None = None, connect=trio.open_tcp_stream) -> None:
         self.node_id = node_id
+        self.connect = connect  # (host, port) -> a stream to a voter's listener, secured as it wants
         self.voters = dict(voters)
         self.store = store
         self.state_machine = state_machine
@@ -266,7 +267,7 @@ class RaftDriver:
             try:
                 with trio.fail_after(timeout):
                     if stream is None:
-                        stream = await trio.open_tcp_stream(host, port)
+                        stream = await self.connect(host, port)
                     await stream.send_all(frame)
                     body = await read_frame(stream)
                 _, response = decode_response(key, version, body)

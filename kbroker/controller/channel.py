@@ -29,14 +29,15 @@ class RequestFailed(Exception):
 
 
 async def request_once(address: tuple[str, int], api_name: str, version: int, body, client_id: str,
-                       timeout_s: float):
+                       timeout_s: float, connect=trio.open_tcp_stream):
     """One request on a fresh connection to another node (a controller, a partition leader, a
-    transaction coordinator): its decoded response, or RequestFailed."""
+    transaction coordinator), made by ``connect(host, port)`` (kbroker.security.peer: secured as the
+    node's listener wants): its decoded response, or RequestFailed."""
     api = API_BY_NAME[api_name]
     frame = encode_request(api.key, version, 1, client_id, body)
     try:
         with trio.fail_after(timeout_s):
-            stream = await trio.open_tcp_stream(*address)
+            stream = await connect(*address)
             async with stream:
                 await stream.send_all(frame)
                 return decode_response(api.key, version, await read_frame(stream))[1]
@@ -50,12 +51,13 @@ def top_level_not_controller(response) -> bool:
 
 class ControllerChannel:
     def __init__(self, client_id: str, voters: dict[int, tuple[str, int]], leader_hint=lambda: None, *,
-                 request_timeout_s: float = 5.0, backoff_s: float = 0.05) -> None:
+                 request_timeout_s: float = 5.0, backoff_s: float = 0.05, connect=trio.open_tcp_stream) -> None:
         self.client_id = client_id
         self.voters = dict(voters)
         self.leader_hint = leader_hint  # () -> node id of the quorum leader as this node knows it, or None
         self.request_timeout_s = request_timeout_s
         self.backoff_s = backoff_s
+        self.connect = connect  # (host, port) -> a stream to a controller's listener
         self._order = sorted(voters)
         self._next = 0
         self._avoid: int | None = None  # the controller that last failed or refused
@@ -68,7 +70,7 @@ class ControllerChannel:
                 target = self._target()
                 try:
                     response = await request_once(self.voters[target], api_name, version, body, self.client_id,
-                                                  self.request_timeout_s)
+                                                  self.request_timeout_s, self.connect)
                 except RequestFailed as error:
                     logger.debug("%s to controller %d failed: %r", api_name, target, error)
                     self._avoid = target

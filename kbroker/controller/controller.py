@@ -20,6 +20,9 @@ from kbroker.controller.handlers import CONTROLLER_HANDLERS, controller_api_vers
 from kbroker.controller.state import MetadataState, encode_change
 from kbroker.metadata import records
 from kbroker.producer_ids import BLOCK_SIZE as PRODUCER_ID_BLOCK
+from kbroker.security.listener import ListenerSecurity
+from kbroker.security.peer import PeerSecurity
+from kbroker.security.scram import ScramCredential, credential_of
 from kbroker.server import Server, ServerLimits
 from log.checkpoint import kafka_uuid_string
 from raft.driver import NotLeader, RaftDriver
@@ -59,7 +62,8 @@ def quorum_member(config: BrokerConfig, state: MetadataState) -> tuple[RaftStore
     store = RaftStore(metadata_directory(config), segment_bytes=config.get("metadata.log.segment.bytes"))
     voters = {voter.node_id: (voter.host, voter.port) for voter in config.quorum_voters}
     driver = RaftDriver(config.node_id, voters, store, state, cluster_id=state.cluster_id, config=raft_config(config),
-                        snapshot_bytes=config.get("metadata.log.max.record.bytes.between.snapshots"))
+                        snapshot_bytes=config.get("metadata.log.max.record.bytes.between.snapshots"),
+                        connect=PeerSecurity.controller(config).connect)
     return store, driver
 
 
@@ -72,7 +76,10 @@ class Controller:
         self.host, self.port, self.sockets = host, port, sockets
         self.state = MetadataState(self.cluster_id)
         self.store, self.driver = quorum_member(config, self.state)
-        self.server = Server(self, limits, handlers=CONTROLLER_HANDLERS, api_versions=controller_api_versions)
+        listener = (config.controller_listener_names or ("CONTROLLER",))[0]
+        self.server = Server(self, limits, handlers=CONTROLLER_HANDLERS, api_versions=controller_api_versions,
+                             security=ListenerSecurity.from_config(
+                                 config, listener, config.security_protocol_map.get(listener, "PLAINTEXT")))
         self.forwards = False  # the controller plans metadata changes itself (kbroker.handlers.metadata_change)
         self.write_lock = trio.Lock()  # changes are planned against the image and committed one at a time
         self.leases = brokers.BrokerLeases(config.get("broker.session.timeout.ms"))
@@ -80,6 +87,10 @@ class Controller:
     @property
     def image(self):
         return self.state.image
+
+    def scram_credential(self, user: str, mechanism: int) -> ScramCredential | None:
+        """For SCRAM on the controller listener: the credential in the quorum's image."""
+        return credential_of(self.image.scram_credentials.get((user, mechanism)))
 
     @property
     def is_active(self) -> bool:

@@ -74,6 +74,11 @@ for _api_name in ("CreateTopics", "DeleteTopics", "CreatePartitions", "AlterConf
     CONTROLLER_HANDLERS[API_BY_NAME[_api_name].key] = HANDLERS[API_BY_NAME[_api_name].key]
 
 
+# A SASL controller listener authenticates brokers and controllers as a broker's listeners do clients.
+for _api_name in ("SaslHandshake", "SaslAuthenticate"):
+    CONTROLLER_HANDLERS[API_BY_NAME[_api_name].key] = HANDLERS[API_BY_NAME[_api_name].key]
+
+
 BrokerRegistrationResponse = API_BY_NAME["BrokerRegistration"].response_class
 BrokerHeartbeatResponse = API_BY_NAME["BrokerHeartbeat"].response_class
 

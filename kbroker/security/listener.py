@@ -13,6 +13,7 @@ import os
 import re
 import ssl
 import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from kbroker.config import BrokerConfig, ConfigError
@@ -21,6 +22,8 @@ ANONYMOUS = "User:ANONYMOUS"
 SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 # user_<name>="<password>" options of PLAIN's JAAS login module, as in Kafka's PlainLoginModule config.
 _JAAS_USER = re.compile(r'user_([^=\s]+)\s*=\s*"((?:[^"\\]|\\.)*)"')
+# username="..." and password="..." options: the credentials this broker logs in with to other nodes.
+_JAAS_LOGIN = re.compile(r'(?<![\w.])(username|password)\s*=\s*"((?:[^"\\]|\\.)*)"')
 _TLS_VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
 
 
@@ -74,40 +77,85 @@ def plain_users_from_jaas(text: str) -> dict[str, str]:
     return {user: re.sub(r"\\(.)", r"\1", password) for user, password in _JAAS_USER.findall(text)}
 
 
+def jaas_login(text: str) -> dict[str, str]:
+    """The ``username`` and ``password`` options of a JAAS login module line (those that are given)."""
+    return {option: re.sub(r"\\(.)", r"\1", value) for option, value in _JAAS_LOGIN.findall(text)}
+
+
 def server_ssl_context(config: BrokerConfig, listener: str) -> ssl.SSLContext:
     """The TLS server context of ``listener`` from its ``ssl.*`` settings (PEM)."""
-    def setting(key):
-        return config.for_listener(listener, key)
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    versions = [_TLS_VERSIONS[v] for v in setting("ssl.enabled.protocols")]
-    context.minimum_version, context.maximum_version = min(versions), max(versions)
-    if setting("ssl.cipher.suites"):
-        context.set_ciphers(":".join(setting("ssl.cipher.suites")))
-    password = setting("ssl.key.password") or setting("ssl.keystore.password")
-    location, chain, key = (setting("ssl.keystore.location"), setting("ssl.keystore.certificate.chain"),
-                            setting("ssl.keystore.key"))
-    try:
-        if location:
-            context.load_cert_chain(location, password=password)
-        elif chain and key:
-            _load_inline_cert_chain(context, chain, key, password)
-        else:
+    context = _tls_context(config, listener, ssl.PROTOCOL_TLS_SERVER)
+    client_auth = config.for_listener(listener, "ssl.client.auth")
+    with _loading(config, listener):
+        if not _load_keystore(context, config, listener):
             raise _error(config, "ssl.keystore.location", f"listener {listener} uses TLS: set "
                          "ssl.keystore.location (a PEM file with the certificate chain and the private key), or "
                          "ssl.keystore.certificate.chain and ssl.keystore.key")
-        client_auth = setting("ssl.client.auth")
-        trusted = setting("ssl.truststore.location"), setting("ssl.truststore.certificates")
-        if any(trusted):
-            context.load_verify_locations(cafile=trusted[0] or None, cadata=trusted[1] or None)
-        elif client_auth != "none":
+        if not _load_truststore(context, config, listener) and client_auth != "none":
             raise _error(config, "ssl.truststore.location", f"ssl.client.auth={client_auth} on "
                          f"listener {listener} needs the CAs of client certificates: set ssl.truststore.location")
+    context.verify_mode = {"required": ssl.CERT_REQUIRED, "requested": ssl.CERT_OPTIONAL,
+                           "none": ssl.CERT_NONE}[client_auth]
+    return context
+
+
+def client_ssl_context(config: BrokerConfig, listener: str) -> ssl.SSLContext:
+    """The TLS context this node connects to ``listener`` of other nodes with, as Kafka's brokers do:
+    the listener's own key store is its client certificate, its trust store (else the system's CAs)
+    checks theirs, and ``ssl.endpoint.identification.algorithm=https`` checks their host names."""
+    context = _tls_context(config, listener, ssl.PROTOCOL_TLS_CLIENT)
+    with _loading(config, listener):
+        _load_keystore(context, config, listener)
+        if not _load_truststore(context, config, listener):
+            context.load_default_certs()
+    algorithm = config.for_listener(listener, "ssl.endpoint.identification.algorithm") or ""
+    context.check_hostname = algorithm.lower() == "https"
+    return context
+
+
+def _tls_context(config: BrokerConfig, listener: str, protocol: int) -> ssl.SSLContext:
+    context = ssl.SSLContext(protocol)
+    versions = [_TLS_VERSIONS[v] for v in config.for_listener(listener, "ssl.enabled.protocols")]
+    context.minimum_version, context.maximum_version = min(versions), max(versions)
+    if config.for_listener(listener, "ssl.cipher.suites"):
+        context.set_ciphers(":".join(config.for_listener(listener, "ssl.cipher.suites")))
+    return context
+
+
+def _load_keystore(context: ssl.SSLContext, config: BrokerConfig, listener: str) -> bool:
+    """Load the listener's certificate chain and private key, if it has them."""
+    def setting(key):
+        return config.for_listener(listener, key)
+    password = setting("ssl.key.password") or setting("ssl.keystore.password")
+    location, chain, key = (setting("ssl.keystore.location"), setting("ssl.keystore.certificate.chain"),
+                            setting("ssl.keystore.key"))
+    if location:
+        context.load_cert_chain(location, password=password)
+    elif chain and key:
+        _load_inline_cert_chain(context, chain, key, password)
+    else:
+        return False
+    return True
+
+
+def _load_truststore(context: ssl.SSLContext, config: BrokerConfig, listener: str) -> bool:
+    """Trust the listener's CA certificates, if it names any."""
+    location = config.for_listener(listener, "ssl.truststore.location")
+    certificates = config.for_listener(listener, "ssl.truststore.certificates")
+    if not (location or certificates):
+        return False
+    context.load_verify_locations(cafile=location or None, cadata=certificates or None)
+    return True
+
+
+@contextmanager
+def _loading(config: BrokerConfig, listener: str):
+    """Key or trust material that cannot be read stops the broker at start, naming the setting."""
+    try:
+        yield
     except (OSError, ssl.SSLError) as error:
         raise _error(config, "ssl.keystore.location", f"listener {listener}: cannot load its TLS "
                      f"key store or trust store: {error}") from None
-    context.verify_mode = {"required": ssl.CERT_REQUIRED, "requested": ssl.CERT_OPTIONAL,
-                           "none": ssl.CERT_NONE}[setting("ssl.client.auth")]
-    return context
 
 
 def _load_inline_cert_chain(context: ssl.SSLContext, chain: str, key: str, password: str | None) -> None:

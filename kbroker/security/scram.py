@@ -76,6 +76,13 @@ class ScramCredential:
     iterations: int
 
 
+def credential_of(record) -> ScramCredential | None:
+    """The credential a UserScramCredentialRecord of the metadata holds (None for None)."""
+    if record is None:
+        return None
+    return ScramCredential(record.salt, record.stored_key, record.server_key, record.iterations)
+
+
 def credential_from_salted_password(mechanism: ScramMechanism, salt: bytes, salted_password: bytes,
                                     iterations: int) -> ScramCredential:
     client_key = mechanism.hmac(salted_password, b"Client Key")
@@ -274,3 +281,57 @@ def _sasl_name(text: str) -> str:
     if not name or "\0" in name:
         raise ValueError("empty name or NUL in a name")
     return name
+
+
+class ScramClient:
+    """The client's side of one SCRAM exchange, as a broker uses it to reach another node:
+    ``first()``, then ``final(server_first)``, then ``verify(server_final)``, which raises
+    :class:`AuthenticationFailed` unless the server proved it knows the credential too."""
+
+    def __init__(self, mechanism: ScramMechanism, user: str, password: str, nonce: str | None = None) -> None:
+        self.mechanism = mechanism
+        self._password = password
+        self._nonce = secrets.token_urlsafe(24) if nonce is None else nonce
+        self._first_bare = f"n={_escape_sasl_name(user)},r={self._nonce}"
+        self._auth_message = b""
+        self._server_key = b""
+
+    def first(self) -> bytes:
+        return f"n,,{self._first_bare}".encode()
+
+    def final(self, server_first: bytes) -> bytes:
+        mechanism = self.mechanism
+        text = _decode(server_first, mechanism.name)
+        try:
+            attributes = _attributes(text)
+            nonce, salt, iterations = attributes["r"], base64.b64decode(attributes["s"], validate=True), \
+                int(attributes["i"])
+        except (ValueError, KeyError) as malformed:
+            raise AuthenticationFailed(f"{mechanism.name}: malformed server-first message: {malformed!r}") from None
+        if not nonce.startswith(self._nonce) or len(nonce) == len(self._nonce):
+            raise AuthenticationFailed(f"{mechanism.name}: the server's nonce does not extend the client's")
+        if not mechanism.min_iterations <= iterations <= mechanism.max_iterations:
+            raise AuthenticationFailed(f"{mechanism.name}: {iterations} iterations, outside "
+                                       f"{mechanism.min_iterations}-{mechanism.max_iterations}")
+        salted = hashlib.pbkdf2_hmac(mechanism.hash_name, self._password.encode(), salt, iterations)
+        client_key = mechanism.hmac(salted, b"Client Key")
+        without_proof = f"c={base64.b64encode(b'n,,').decode()},r={nonce}"
+        self._auth_message = f"{self._first_bare},{text},{without_proof}".encode()
+        signature = mechanism.hmac(mechanism.hash(client_key), self._auth_message)
+        self._server_key = mechanism.hmac(salted, b"Server Key")
+        proof = bytes(a ^ b for a, b in zip(client_key, signature))
+        return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
+
+    def verify(self, server_final: bytes) -> None:
+        expected = "v=" + base64.b64encode(self.mechanism.hmac(self._server_key, self._auth_message)).decode()
+        if not self._auth_message or not hmac.compare_digest(bytes(server_final), expected.encode()):
+            raise AuthenticationFailed(f"{self.mechanism.name}: the server's signature is wrong")
+
+
+def plain_token(user: str, password: str) -> bytes:
+    """PLAIN's one client message (RFC 4616): no authorization id, the user, the password."""
+    return f"\0{user}\0{password}".encode()
+
+
+def _escape_sasl_name(name: str) -> str:
+    return name.replace("=", "=3D").replace(",", "=2C")

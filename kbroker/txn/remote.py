@@ -70,7 +70,7 @@ async def _send_markers(broker, leader: int, producer_id: int, producer_epoch: i
         coordinator_epoch=coordinator_epoch)
     try:
         response = await request_once(address, "WriteTxnMarkers", _MARKERS_VERSION, WriteTxnMarkersRequest(
-            markers=[marker]), f"txn-coordinator-{broker.node_id}", _TIMEOUT_S)
+            markers=[marker]), f"txn-coordinator-{broker.node_id}", _TIMEOUT_S, broker.peers.connect)
     except RequestFailed:
         return retry
     errors = dict(retry)
@@ -114,7 +114,7 @@ async def verify_with_coordinator(broker, coordinator: int, transactional_id: st
     try:
         response = await request_once(address, "AddPartitionsToTxn", _ADD_PARTITIONS_VERSION,
                                       AddPartitionsToTxnRequest(transactions=[transaction]),
-                                      f"partition-leader-{broker.node_id}", _TIMEOUT_S)
+                                      f"partition-leader-{broker.node_id}", _TIMEOUT_S, broker.peers.connect)
     except RequestFailed:
         return ErrorCode.NOT_ENOUGH_REPLICAS
     if response.error_code != ErrorCode.NONE:

@@ -615,9 +615,12 @@ def test_listener_prefixed_settings_are_checked(name, value, message):
     assert message in str(error_of(f"{name}={value}"))
 
 
-def test_brokers_of_a_cluster_reach_each_other_over_plaintext_only():
-    error = error_of("process.roles=broker,controller", "controller.quorum.voters=1@127.0.0.1:9093",
-                     "listeners=SSL://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
-                     "listener.security.protocol.map=SSL:SSL,CONTROLLER:PLAINTEXT",
-                     "controller.listener.names=CONTROLLER", "inter.broker.listener.name=SSL")
-    assert "PLAINTEXT only" in str(error)
+def test_brokers_of_a_cluster_may_reach_each_other_over_any_security_protocol():
+    config = BrokerConfig.load(overrides=(
+        "process.roles=broker,controller", "controller.quorum.voters=1@127.0.0.1:9093",
+        "listeners=SSL://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
+        "listener.security.protocol.map=SSL:SSL,CONTROLLER:SASL_SSL", "controller.listener.names=CONTROLLER",
+        "inter.broker.listener.name=SSL", "sasl.mechanism.controller.protocol=SCRAM-SHA-512"))
+    assert config.get("inter.broker.listener.name") == "SSL"
+    assert config.security_protocol_map == {"SSL": "SSL", "CONTROLLER": "SASL_SSL"}
+    assert config.get("sasl.mechanism.controller.protocol") == "SCRAM-SHA-512"
