@@ -1,10 +1,13 @@
 """Stock clients over TLS and SASL (issue 11, point 1): confluent-kafka and kafka-python produce and
 consume over SSL with client certificates, SASL_SSL with SCRAM-SHA-256 and SCRAM-SHA-512, and
 SASL_PLAINTEXT with PLAIN; a wrong password, an unknown user, a missing or untrusted client
-certificate cannot produce, consume or list topics."""
+certificate cannot produce, consume or list topics. kbroker's own admin commands connect each way
+too, from a --command-config file."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import uuid
 
 import pytest
@@ -132,3 +135,50 @@ def _end_offset(broker, topic: str) -> int:
     finally:
         consumer.close()
     return high
+
+
+def _admin_command(broker, tmp_path, settings: dict, *command: str) -> subprocess.CompletedProcess:
+    """``kbroker`` admin ``command`` with ``settings`` (bootstrap.servers aside) in its --command-config file."""
+    properties = tmp_path / "client.properties"
+    properties.write_text("".join(f"{name}={value}\n" for name, value in settings.items()
+                                  if name != "bootstrap.servers"))
+    return subprocess.run([sys.executable, "-m", "kbroker.cli", *command, "--bootstrap-server",
+                           settings["bootstrap.servers"], "--command-config", str(properties)],
+                          capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize("way", WAYS)
+def test_the_admin_commands_connect_as_the_command_config_says(broker, tmp_path, way):
+    topic = _topic(broker)
+    listed = _admin_command(broker, tmp_path, broker.confluent_config(way), "topics", "list")
+    assert listed.returncode == 0 and topic in listed.stdout.split(), listed.stderr
+    produced = _admin_command(broker, tmp_path, broker.confluent_config(way), "produce", topic)
+    assert produced.returncode == 0, produced.stderr  # nothing on stdin: nothing produced, but logged in
+
+
+def test_the_admin_commands_take_the_java_clients_names(broker, tmp_path):
+    settings = {"bootstrap.servers": broker.address("SASL_SSL"), "security.protocol": "SASL_SSL",
+                "ssl.truststore.location": broker.certificates.ca, "sasl.mechanism": "SCRAM-SHA-512",
+                "sasl.jaas.config": 'org.apache.kafka.common.security.scram.ScramLoginModule required '
+                                    'username="alice" password="alice-secret";', "client.id": "ignored"}
+    listed = _admin_command(broker, tmp_path, settings, "cluster", "status")
+    assert listed.returncode == 0 and "client.id is not used" in listed.stderr, listed.stderr
+
+
+@pytest.mark.parametrize("way, user, password", REFUSED, ids=[f"{w}-{u}-{p}" for w, u, p in REFUSED])
+def test_the_admin_commands_are_refused_with_a_clear_error(broker, tmp_path, way, user, password):
+    refused = _admin_command(broker, tmp_path, broker.confluent_config(way, user, password), "topics", "list")
+    assert refused.returncode == 1 and refused.stderr.startswith("kbroker: "), refused.stderr
+    if not way.startswith("SSL"):
+        assert "SASL_AUTHENTICATION_FAILED" in refused.stderr, refused.stderr
+
+
+def test_a_command_config_it_cannot_use_is_refused_naming_the_setting(broker, tmp_path):
+    for settings, named in [({"security.protocol": "SASL_SSL", "sasl.mechanism": "GSSAPI"}, "sasl.mechanism"),
+                            ({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN"}, "sasl.jaas.config"),
+                            ({"security.protocol": "SSL", "ssl.ca.location": "/nonexistent.pem"},
+                             "trust store"),
+                            ({"security.protocol": "TLS"}, "security.protocol")]:
+        refused = _admin_command(broker, tmp_path, {"bootstrap.servers": broker.address("SSL"), **settings},
+                                 "topics", "list")
+        assert refused.returncode == 2 and named in refused.stderr, refused.stderr

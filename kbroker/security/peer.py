@@ -24,14 +24,12 @@ import trio
 
 from kbroker.config import BrokerConfig, ConfigError
 from kbroker.security.listener import SUPPORTED_MECHANISMS, client_ssl_context, jaas_login
-from kbroker.security.scram import AuthenticationFailed, ScramClient, plain_token, scram_mechanism
+from kbroker.security.login import sasl_login
+from kbroker.security.scram import AuthenticationFailed
 from wire import DecodeError
-from wire.errors import ErrorCode
 from wire.frame import decode_response, encode_request, read_frame
 from wire.schema import API_BY_NAME
 
-SASL_HANDSHAKE = API_BY_NAME["SaslHandshake"]
-SASL_AUTHENTICATE = API_BY_NAME["SaslAuthenticate"]
 _SETUP_TIMEOUT_S = 10.0  # TLS handshake and SASL exchange together
 
 
@@ -108,30 +106,16 @@ class PeerSecurity:
         return stream
 
     async def _authenticate(self, stream, client_id: str) -> None:
-        handshake = await _call(stream, SASL_HANDSHAKE, 1, 1, client_id,
-                                SASL_HANDSHAKE.request_class(mechanism=self.mechanism))
-        if handshake.error_code != ErrorCode.NONE:
-            raise AuthenticationFailed(f"SaslHandshake refused {self.mechanism} ({ErrorCode(handshake.error_code).name}; "
-                                       f"offered: {', '.join(handshake.mechanisms)})")
-        scram = scram_mechanism(self.mechanism)
-        if scram is None:
-            await self._step(stream, client_id, 2, plain_token(self.username, self.password))
-            return
-        client = ScramClient(scram, self.username, self.password)
-        server_first = await self._step(stream, client_id, 2, client.first())
-        client.verify(await self._step(stream, client_id, 3, client.final(server_first)))
-
-    async def _step(self, stream, client_id: str, correlation_id: int, token: bytes) -> bytes:
-        response = await _call(stream, SASL_AUTHENTICATE, 2, correlation_id, client_id,
-                               SASL_AUTHENTICATE.request_class(auth_bytes=token))
-        if response.error_code != ErrorCode.NONE:
-            raise AuthenticationFailed(f"{ErrorCode(response.error_code).name}: {response.error_message}")
-        return response.auth_bytes
-
-
-async def _call(stream, api, version: int, correlation_id: int, client_id: str, body):
-    await stream.send_all(encode_request(api.key, version, correlation_id, client_id, body))
-    return decode_response(api.key, version, await read_frame(stream))[1]
+        steps = sasl_login(self.mechanism, self.username, self.password)
+        response, correlation_id = None, 0
+        while True:  # the steps are few: a handshake and one or two tokens
+            try:
+                api_name, version, request = steps.send(response)
+            except StopIteration:
+                return
+            api, correlation_id = API_BY_NAME[api_name], correlation_id + 1
+            await stream.send_all(encode_request(api.key, version, correlation_id, client_id, request))
+            response = decode_response(api.key, version, await read_frame(stream))[1]
 
 
 def _error(config: BrokerConfig, name: str, message: str) -> ConfigError:

@@ -1,8 +1,9 @@
 """``kbroker topics|groups|produce|consume|cluster``: Kafka's shell tools for people without them.
 
 Each command speaks the Kafka protocol (kbroker/tools/client.py) to any broker named by
-``--bootstrap-server`` and prints plain aligned text; errors are Kafka's names on stderr with
-exit code 1.
+``--bootstrap-server``, connecting as ``--command-config FILE`` says (TLS, SASL; see
+kbroker/tools/client_config.py), and prints plain aligned text; errors are Kafka's names on stderr
+with exit code 1.
 """
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ import argparse
 import sys
 import time
 
+from kbroker.config import ConfigError
 from kbroker.tools.client import Client, KafkaError
+from kbroker.tools.client_config import ClientSecurity
 from wire.errors import ErrorCode
 from wire.records import Record, build_batch, decode_records, iter_batches
 from wire.schema import API_BY_NAME
@@ -315,6 +318,8 @@ def _pairs(items: list[str]) -> list[tuple[str, str]]:
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="kbroker", description="Kafka admin commands over the Kafka protocol.")
     root.add_argument("--bootstrap-server", default="localhost:9092")
+    root.add_argument("--command-config", metavar="FILE",
+                      help="client properties: security.protocol, ssl.*, sasl.* (see kbroker/tools/client_config.py)")
     commands = root.add_subparsers(dest="command", required=True)
 
     topics = commands.add_parser("topics").add_subparsers(dest="action", required=True)
@@ -378,19 +383,24 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str]) -> int:
     """``argv``: the command and its arguments (``--bootstrap-server`` may come anywhere)."""
-    bootstrap = "localhost:9092"
+    common = {"--bootstrap-server": "localhost:9092", "--command-config": None}
     rest = []
     iterator = iter(argv)
     for item in iterator:
-        if item == "--bootstrap-server":
-            bootstrap = next(iterator, bootstrap)
-        elif item.startswith("--bootstrap-server="):
-            bootstrap = item.split("=", 1)[1]
+        name, equals, value = item.partition("=")
+        if name in common:
+            common[name] = value if equals else next(iterator, common[name])
         else:
             rest.append(item)
-    args = parser().parse_args(["--bootstrap-server", bootstrap, *rest])
+    args = parser().parse_args([*(part for name, value in common.items() if value is not None
+                                  for part in (name, value)), *rest])
     try:
-        client = Client(args.bootstrap_server)
+        security = ClientSecurity.from_properties(args.command_config)
+    except ConfigError as error:
+        print(f"kbroker: {error}", file=sys.stderr)
+        return 2
+    try:
+        client = Client(args.bootstrap_server, security=security)
     except (OSError, KafkaError) as error:
         print(f"kbroker: {error}", file=sys.stderr)
         return 1

@@ -10,8 +10,12 @@ APIs. Every socket operation has a timeout.
 from __future__ import annotations
 
 import socket
+import ssl
 import struct
 
+from kbroker.security.login import sasl_login
+from kbroker.security.scram import AuthenticationFailed
+from kbroker.tools.client_config import ClientSecurity
 from wire.errors import ErrorCode
 from wire.frame import decode_response, encode_request
 from wire.schema import API_BY_NAME
@@ -34,13 +38,21 @@ class KafkaError(Exception):
 
 
 class Connection:
-    def __init__(self, host: str, port: int, timeout_s: float) -> None:
+    def __init__(self, host: str, port: int, timeout_s: float, security: ClientSecurity = ClientSecurity()) -> None:
         self.address = f"{host}:{port}"
         self.sock = socket.create_connection((host, port), timeout=timeout_s)
         self.correlation_id = 0
-        answer = self._call("ApiVersions", 0, API_BY_NAME["ApiVersions"].request_class())
-        if answer.error_code:
-            raise KafkaError(answer.error_code, f"ApiVersions from {self.address}")
+        try:
+            if security.ssl_context is not None:
+                self.sock = security.ssl_context.wrap_socket(self.sock, server_hostname=host)
+            answer = self._call("ApiVersions", 0, API_BY_NAME["ApiVersions"].request_class())
+            if answer.error_code:
+                raise KafkaError(answer.error_code, f"ApiVersions from {self.address}")
+            if security.mechanism is not None:
+                self._log_in(security)
+        except BaseException:
+            self.sock.close()
+            raise
         theirs = {api.api_key: (api.min_version, api.max_version) for api in answer.api_keys}
         self.versions = {}
         for name, api in API_BY_NAME.items():
@@ -50,6 +62,19 @@ class Connection:
             version = min(high, api.max_version, VERSION_CAPS.get(name, api.max_version))
             if version >= max(low, api.min_version):
                 self.versions[name] = version
+
+    def _log_in(self, security: ClientSecurity) -> None:
+        steps = sasl_login(security.mechanism, security.username, security.password)
+        response = None
+        while True:  # a handshake and one or two tokens
+            try:
+                api_name, version, request = steps.send(response)
+            except StopIteration:
+                return
+            except AuthenticationFailed as failure:
+                raise ConnectionError(f"{self.address} refused the login of {security.username} with "
+                                      f"{security.mechanism}: {failure}") from None
+            response = self._call(api_name, version, request)
 
     def call(self, api_name: str, **fields):
         """Send ``api_name`` with ``fields`` at the negotiated version; the decoded response."""
@@ -83,6 +108,9 @@ class Connection:
         while len(data) < size:
             chunk = self.sock.recv(min(size - len(data), 1 << 20))
             if not chunk:
+                if isinstance(self.sock, ssl.SSLSocket):  # TLS 1.3 refuses a client certificate after the handshake
+                    raise ConnectionError(f"{self.address} closed the TLS connection: does it require a client "
+                                          "certificate (ssl.keystore.location) that it trusts?")
                 raise ConnectionError(f"{self.address} closed the connection")
             data += chunk
         return bytes(data)
@@ -92,8 +120,9 @@ class Connection:
 
 
 class Client:
-    def __init__(self, bootstrap: str, timeout_s: float = 15) -> None:
+    def __init__(self, bootstrap: str, timeout_s: float = 15, security: ClientSecurity = ClientSecurity()) -> None:
         self.timeout_s = timeout_s
+        self.security = security  # every connection's: TLS and SASL as --command-config says
         self._connections: dict[object, Connection] = {}
         self._brokers: dict[int, tuple[str, int]] = {}
         self.bootstrap = self._first_reachable(bootstrap)
@@ -110,7 +139,7 @@ class Client:
 
     def _connect(self, key, host: str, port: int) -> Connection:
         if key not in self._connections:
-            self._connections[key] = Connection(host, port, self.timeout_s)
+            self._connections[key] = Connection(host, port, self.timeout_s, self.security)
         return self._connections[key]
 
     def metadata(self, topics: list[str] | None = None, auto_create: bool = False):
