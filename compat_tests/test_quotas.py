@@ -1,7 +1,8 @@
 """Client quotas (issue 11, point 4): AlterClientQuotas sets a 1 MB/s producer_byte_rate on one
 client id; a confluent-kafka producer under it, producing as fast as it can, gets within 20% of
 1 MB/s over 10 s (throttle_time_ms and a muted connection, KIP-219), while a producer with another
-client id, at the same time, is not held back. DescribeClientQuotas shows the quota."""
+client id, at the same time, is not held back. DescribeClientQuotas shows the quota. And
+controller_mutation_rate (KIP-599) holds back creating and deleting partitions."""
 
 from __future__ import annotations
 
@@ -87,5 +88,54 @@ def test_a_producer_is_held_to_its_byte_rate_and_others_are_not(tmp_path):
               f"another client at the same time: {rates['free'] / 1e6:.2f} MB/s")
         assert abs(rates["limited"] - QUOTA_BYTES_PER_S) <= 0.2 * QUOTA_BYTES_PER_S
         assert rates["free"] > 3 * QUOTA_BYTES_PER_S
+    finally:
+        broker.kill()
+
+
+def _create(port: int, version: int, topics: dict[str, int]):
+    Request = API_BY_NAME["CreateTopics"].request_class
+    return raw_client.call(port, "CreateTopics", version, Request(topics=[
+        Request.CreatableTopic(name=name, num_partitions=count, replication_factor=1, assignments=[], configs=[])
+        for name, count in topics.items()], timeout_ms=10_000, validate_only=False))
+
+
+def test_controller_mutation_rate_refuses_or_throttles_topic_changes(tmp_path):
+    """KIP-599: 0.5 partition mutations per second gives a burst of 5.5 (11 windows of 1 s); a
+    request is taken while credit is left, even if it overdraws; once below zero, CreateTopics v6+,
+    CreatePartitions v3+ and DeleteTopics v5+ answer THROTTLING_QUOTA_EXCEEDED and older versions
+    do the change and throttle. The quota is raw_client's client id's; another client id is free."""
+    broker = BrokerProcess(tmp_path / "data")
+    broker.start()
+    try:
+        assert alter_quota(broker.port, "compat-test", "controller_mutation_rate", 0.5) == ErrorCode.NONE
+        first = _create(broker.port, 7, {"m-a": 5, "m-b": 20, "m-c": 1})  # 5.5 -> 0.5 -> -19.5 -> refused
+        assert [(t.name, t.error_code) for t in first.topics] == [
+            ("m-a", ErrorCode.NONE), ("m-b", ErrorCode.NONE), ("m-c", ErrorCode.THROTTLING_QUOTA_EXCEEDED)]
+        assert 35_000 <= first.throttle_time_ms <= 39_000  # 19.5 credits at 0.5/s
+        assert first.topics[2].error_message == "The throttling quota has been exceeded."
+
+        older = _create(broker.port, 5, {"m-d": 1})  # v5: made, and throttled
+        assert older.topics[0].error_code == ErrorCode.NONE and older.throttle_time_ms > 35_000
+
+        Partitions = API_BY_NAME["CreatePartitions"].request_class
+        grown = raw_client.call(broker.port, "CreatePartitions", 3, Partitions(
+            topics=[Partitions.CreatePartitionsTopic(name="m-a", count=6, assignments=None)], timeout_ms=10_000,
+            validate_only=False))
+        assert grown.results[0].error_code == ErrorCode.THROTTLING_QUOTA_EXCEEDED and grown.throttle_time_ms > 0
+
+        Delete = API_BY_NAME["DeleteTopics"].request_class
+        deleted = raw_client.call(broker.port, "DeleteTopics", 5, Delete(topic_names=["m-a"], timeout_ms=10_000))
+        assert deleted.responses[0].error_code == ErrorCode.THROTTLING_QUOTA_EXCEEDED
+        deleted = raw_client.call(broker.port, "DeleteTopics", 4, Delete(topic_names=["m-a"], timeout_ms=10_000))
+        assert deleted.responses[0].error_code == ErrorCode.NONE and deleted.throttle_time_ms > 0
+
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap, "client.id": "unlimited"})
+        admin.create_topics([NewTopic("m-free", 50, 1)])["m-free"].result(30)  # another client id: no quota
+
+        assert alter_quota(broker.port, "compat-test", "controller_mutation_rate", 0, remove=True) == ErrorCode.NONE
+        again = _create(broker.port, 7, {"m-c": 30})
+        assert again.topics[0].error_code == ErrorCode.NONE and again.throttle_time_ms == 0
+        listed = raw_client.call(broker.port, "Metadata", 1, raw_client.request("Metadata", topics=None))
+        assert {t.name for t in listed.topics} == {"m-b", "m-c", "m-d", "m-free"}
     finally:
         broker.kill()

@@ -37,7 +37,7 @@ from kbroker.replica import Partition
 from kbroker.producer_ids import ProducerIdBlock
 from kbroker.security.authorization import Authorization
 from kbroker.security.listener import ListenerSecurity
-from kbroker.security.quotas import QuotaMeters, quota_for
+from kbroker.security.quotas import CONTROLLER_MUTATION_RATE, QuotaMeters, TokenBucket, quota_for
 from kbroker.security.peer import PeerSecurity
 from kbroker.security.scram import ScramCredential, credential_of
 from kbroker.server import Server, ServerLimits
@@ -390,6 +390,17 @@ class Broker:
         if bound is None:
             return 0
         return self.quota_meters.record_and_throttle_ms(key, metered, bound, value, int(time.monotonic() * 1000))
+
+    def mutation_quota(self, principal: str, client_id: str) -> TokenBucket | None:
+        """The client's controller_mutation_rate bucket (KIP-599), None without that quota. Metered by
+        the broker the client sends its CreateTopics, CreatePartitions and DeleteTopics to."""
+        if not self.image.client_quotas:
+            return None
+        bound, metered = quota_for(self.image.client_quotas, principal.partition(":")[2], client_id,
+                                   CONTROLLER_MUTATION_RATE)
+        if bound is None:
+            return None
+        return self.quota_meters.bucket(metered, bound, int(time.monotonic() * 1000))
 
     def readiness(self) -> tuple[bool, str]:
         """/ready: every listener open and, in a cluster, registered with the quorum and unfenced."""

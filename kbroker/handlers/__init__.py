@@ -7,6 +7,7 @@ has a handler.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from importlib import import_module
 
@@ -86,6 +87,34 @@ def metadata_change(refusal, cluster_operation=None):
         return handle
 
     return decorate
+
+
+THROTTLED = "The throttling quota has been exceeded."
+
+
+def admit_mutations(broker, context, items: list, permits, strict_from: int) -> tuple[list, list]:
+    """KIP-599's ``controller_mutation_rate`` for CreateTopics, CreatePartitions and DeleteTopics.
+
+    ``items`` are the request's topics in order, ``permits(item)`` the partitions each creates or
+    deletes. From version ``strict_from`` on, the topics met once the client's bucket is below zero
+    are refused (to be answered THROTTLING_QUOTA_EXCEEDED) and the others recorded; older versions
+    are recorded whole and only throttled. Either way the answer carries the throttle time and the
+    connection is muted that long (``context.throttle_ms``). Returns (admitted, refused).
+    """
+    quota = getattr(broker, "mutation_quota", None)  # None on a controller: brokers meter their clients
+    bucket = quota(context.principal, context.header.client_id or "") if quota is not None else None
+    if bucket is None:
+        return list(items), []
+    now_ms = int(time.monotonic() * 1000)
+    admitted, refused = [], []
+    for item in items:
+        if context.api_version >= strict_from and (refused or bucket.exceeded(now_ms)):
+            refused.append(item)
+        else:
+            bucket.record(permits(item), now_ms)
+            admitted.append(item)
+    context.throttle_ms = max(context.throttle_ms, bucket.throttle_ms(now_ms))
+    return admitted, refused
 
 
 _MODULES = ("api_versions", "metadata", "create_topics", "delete_topics", "produce", "fetch", "list_offsets", "init_producer_id",

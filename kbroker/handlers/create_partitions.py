@@ -9,6 +9,7 @@ from wire.schema import API_BY_NAME
 
 CreatePartitionsResponse = API_BY_NAME["CreatePartitions"].response_class
 Result = CreatePartitionsResponse.CreatePartitionsTopicResult
+_STRICT_QUOTA_FROM = 3  # v3+ may be answered THROTTLING_QUOTA_EXCEEDED (KIP-599)
 
 
 def _refusal(request):
@@ -18,15 +19,26 @@ def _refusal(request):
 
 @handlers.handles("CreatePartitions", 0, 3)
 async def handle(broker, context, request):
-    """ALTER on each topic is needed (checked here, before a forward to the controller)."""
+    """ALTER on each topic is needed, and the client's controller_mutation_rate must allow the new
+    partitions (both checked here, before a forward to the controller)."""
     wanted = request.topics
     request.topics = [t for t in wanted if allowed(broker, context, AclOperation.ALTER, ResourceType.TOPIC, t.name)]
-    if len(request.topics) == len(wanted):
-        return await _create(broker, context, request)
+    refused = [Result(name=t.name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+               for t in wanted if t not in request.topics]
+    if not request.validate_only:
+        request.topics, throttled = handlers.admit_mutations(broker, context, request.topics,
+                                                             lambda topic: _added(broker, topic), _STRICT_QUOTA_FROM)
+        refused += [Result(name=topic.name, error_code=ErrorCode.THROTTLING_QUOTA_EXCEEDED,
+                           error_message=handlers.THROTTLED) for topic in throttled]
     response = await _create(broker, context, request) if request.topics else CreatePartitionsResponse(results=[])
-    response.results += [Result(name=t.name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-                         for t in wanted if t not in request.topics]
+    response.results += refused
+    response.throttle_time_ms = max(response.throttle_time_ms or 0, context.throttle_ms)
     return response
+
+
+def _added(broker, topic) -> int:
+    existing = broker.image.topics.get(topic.name)
+    return max(topic.count - len(existing.partitions), 0) if existing is not None else 0
 
 
 @handlers.metadata_change(_refusal)

@@ -13,6 +13,7 @@ CreateTopicsResponse = API_BY_NAME["CreateTopics"].response_class
 Result = CreateTopicsResponse.CreatableTopicResult
 TopicConfig = Result.CreatableTopicConfigs
 _CONFIGS_FROM = 5  # v5+ answers with the new topic's configs (KIP-525)
+_STRICT_QUOTA_FROM = 6  # v6+ may be answered THROTTLING_QUOTA_EXCEEDED (KIP-599)
 
 
 def _refusal(request):
@@ -23,15 +24,32 @@ def _refusal(request):
 
 @handlers.handles("CreateTopics", 2, 7)
 async def handle(broker, context, request):
-    """CREATE on the cluster or on the topic is needed (checked here, before a forward to the controller)."""
-    if allowed_on_cluster(broker, context, AclOperation.CREATE):
-        return await _create(broker, context, request)
+    """CREATE on the cluster or on the topic is needed, and the client's controller_mutation_rate
+    must allow the partitions (both checked here, before a forward to the controller)."""
     wanted = request.topics
-    request.topics = [t for t in wanted if allowed(broker, context, AclOperation.CREATE, ResourceType.TOPIC, t.name)]
+    if not allowed_on_cluster(broker, context, AclOperation.CREATE):
+        request.topics = [t for t in wanted
+                          if allowed(broker, context, AclOperation.CREATE, ResourceType.TOPIC, t.name)]
+    refused = [Result(name=t.name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message="Authorization failed.")
+               for t in wanted if t not in request.topics]
+    if not request.validate_only:
+        request.topics, throttled = handlers.admit_mutations(broker, context, request.topics,
+                                                             lambda topic: _partitions(broker, topic), _STRICT_QUOTA_FROM)
+        refused += [Result(name=topic.name, error_code=ErrorCode.THROTTLING_QUOTA_EXCEEDED,
+                           error_message=handlers.THROTTLED) for topic in throttled]
     response = await _create(broker, context, request) if request.topics else CreateTopicsResponse(topics=[])
-    response.topics += [Result(name=t.name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
-                               error_message="Authorization failed.") for t in wanted if t not in request.topics]
+    response.topics += refused
+    response.throttle_time_ms = max(response.throttle_time_ms or 0, context.throttle_ms)
     return response
+
+
+def _partitions(broker, topic) -> int:
+    """The partitions a creation adds (none for a topic that exists: it will be refused)."""
+    if topic.name in broker.image.topics:
+        return 0
+    if topic.num_partitions > 0:
+        return topic.num_partitions
+    return len(topic.assignments) or broker.config.num_partitions
 
 
 @handlers.metadata_change(_refusal)

@@ -10,6 +10,7 @@ from wire.schema import API_BY_NAME
 
 DeleteTopicsResponse = API_BY_NAME["DeleteTopics"].response_class
 Result = DeleteTopicsResponse.DeletableTopicResult
+_STRICT_QUOTA_FROM = 5  # v5+ may be answered THROTTLING_QUOTA_EXCEEDED (KIP-599)
 
 
 def _refusal(request):
@@ -23,20 +24,33 @@ def _wanted(request) -> list[tuple]:
 
 @handlers.handles("DeleteTopics", 1, 6)
 async def handle(broker, context, request):
-    """DELETE on each topic is needed (checked here, before a forward to the controller); a topic id the
-    principal may not delete is answered as unknown, as Kafka does, so ids reveal nothing."""
+    """DELETE on each topic is needed, and the client's controller_mutation_rate must allow removing
+    its partitions (both checked here, before a forward to the controller); a topic id the principal
+    may not delete is answered as unknown, as Kafka does, so ids reveal nothing."""
     def may_delete(name, topic_id) -> bool:
         topic = broker.image.topics.get(name) if name is not None else broker.image.topic_by_id(topic_id)
         return allowed(broker, context, AclOperation.DELETE, ResourceType.TOPIC, topic.name if topic else name or "")
     refused = [(name, topic_id) for name, topic_id in _wanted(request) if not may_delete(name, topic_id)]
-    if not refused:
-        return await _delete(broker, context, request)
-    request.topic_names = [name for name in request.topic_names if (name, ZERO_UUID) not in refused]
-    request.topics = [t for t in request.topics if (t.name, t.topic_id) not in refused]
+    answers = [Result(name=name, topic_id=topic_id, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                      if name is not None else ErrorCode.UNKNOWN_TOPIC_ID) for name, topic_id in refused]
+    _, throttled = handlers.admit_mutations(broker, context, [w for w in _wanted(request) if w not in refused],
+                                            lambda wanted: _partitions(broker, *wanted), _STRICT_QUOTA_FROM)
+    answers += [Result(name=name, topic_id=topic_id, error_code=ErrorCode.THROTTLING_QUOTA_EXCEEDED,
+                       error_message=handlers.THROTTLED) for name, topic_id in throttled]
+    if answers:
+        left_out = set(refused) | set(throttled)
+        request.topic_names = [name for name in request.topic_names if (name, ZERO_UUID) not in left_out]
+        request.topics = [t for t in request.topics if (t.name, t.topic_id) not in left_out]
     response = await _delete(broker, context, request) if _wanted(request) else DeleteTopicsResponse(responses=[])
-    response.responses += [Result(name=name, topic_id=topic_id, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED
-                                  if name is not None else ErrorCode.UNKNOWN_TOPIC_ID) for name, topic_id in refused]
+    response.responses += answers
+    response.throttle_time_ms = max(response.throttle_time_ms or 0, context.throttle_ms)
     return response
+
+
+def _partitions(broker, name, topic_id) -> int:
+    """The partitions deleting this topic removes (none for an unknown one)."""
+    topic = broker.image.topics.get(name) if name is not None else broker.image.topic_by_id(topic_id)
+    return len(topic.partitions) if topic is not None else 0
 
 
 @handlers.metadata_change(_refusal)

@@ -14,6 +14,7 @@ Sans-IO: time comes in as ``now_ms``.
 from __future__ import annotations
 
 import ipaddress
+import math
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -21,8 +22,9 @@ from wire.errors import ErrorCode
 
 USER, CLIENT_ID, IP = "user", "client-id", "ip"
 PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE = "producer_byte_rate", "consumer_byte_rate", "request_percentage"
-KEYS = {USER: {PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE, "controller_mutation_rate"},
-        CLIENT_ID: {PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE, "controller_mutation_rate"},
+CONTROLLER_MUTATION_RATE = "controller_mutation_rate"  # KIP-599: partitions created or deleted per second
+KEYS = {USER: {PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE, CONTROLLER_MUTATION_RATE},
+        CLIENT_ID: {PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE, CONTROLLER_MUTATION_RATE},
         IP: {"connection_creation_rate"}}
 _INTEGRAL = {PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, "connection_creation_rate"}
 MATCH_EXACT, MATCH_DEFAULT, MATCH_ANY = 0, 1, 2
@@ -170,18 +172,58 @@ class RateMeter:
         self._samples = [sample for sample in self._samples if now_ms - sample.start_ms < expire]
 
 
+class TokenBucket:
+    """Kafka's TokenBucket for ``controller_mutation_rate`` (KIP-599): credits come back at ``rate``
+    per second up to a burst of ``rate`` x the whole quota window; each partition created or deleted
+    takes one. Below zero the quota is exceeded, for as long as the credits take to come back."""
+
+    def __init__(self, rate: float, window_s: float, now_ms: int) -> None:
+        self.rate, self.window_s = rate, window_s
+        self.tokens = rate * window_s
+        self._at_ms = now_ms
+
+    def exceeded(self, now_ms: int) -> bool:
+        self._refill(now_ms)
+        return self.tokens < 0
+
+    def record(self, permits: float, now_ms: int) -> None:
+        self._refill(now_ms)
+        self.tokens -= permits
+
+    def throttle_ms(self, now_ms: int) -> int:
+        """How long until the bucket is no longer below zero."""
+        self._refill(now_ms)
+        return math.ceil(-self.tokens / self.rate * 1000) if self.tokens < 0 else 0
+
+    def _refill(self, now_ms: int) -> None:
+        elapsed_s = max(now_ms - self._at_ms, 0) / 1000
+        self.tokens = min(self.rate * self.window_s, self.tokens + self.rate * elapsed_s)
+        self._at_ms = now_ms
+
+
 class QuotaMeters:
     """One meter per (quota, entity), at most ``limit`` of them (the least recently used go first)."""
 
     def __init__(self, samples: int = 11, window_ms: int = 1000, limit: int = 10_000) -> None:
         self.samples, self.window_ms, self.limit = samples, window_ms, limit
-        self._meters: OrderedDict[tuple, RateMeter] = OrderedDict()
+        self._meters: OrderedDict[tuple, RateMeter | TokenBucket] = OrderedDict()
 
-    def record_and_throttle_ms(self, key: str, metered: Entity, bound: float, value: float, now_ms: int) -> int:
-        meter = self._meters.pop((key, metered), None) or RateMeter(self.samples, self.window_ms)
-        self._meters[(key, metered)] = meter
+    def bucket(self, metered: Entity, bound: float, now_ms: int) -> TokenBucket:
+        """The entity's controller_mutation_rate bucket, following the bound if it was altered."""
+        bucket = self._kept((CONTROLLER_MUTATION_RATE, metered),
+                            lambda: TokenBucket(bound, self.samples * self.window_ms / 1000, now_ms))
+        bucket.rate = bound
+        return bucket
+
+    def _kept(self, key: tuple, make):
+        meter = self._meters.pop(key, None) or make()
+        self._meters[key] = meter
         while len(self._meters) > self.limit:
             self._meters.popitem(last=False)
+        return meter
+
+    def record_and_throttle_ms(self, key: str, metered: Entity, bound: float, value: float, now_ms: int) -> int:
+        meter = self._kept((key, metered), lambda: RateMeter(self.samples, self.window_ms))
         meter.record(value, now_ms)
         rate = meter.rate(now_ms)
         if rate <= bound:

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kbroker.security.quotas import (CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, QuotaMeters, RateMeter, describe,
-                                     entity, quota_for, validate_alteration, validate_describe)
+from kbroker.security.quotas import (CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, QuotaMeters, RateMeter, TokenBucket,
+                                     describe, entity, quota_for, validate_alteration, validate_describe)
 from wire.errors import ErrorCode
 
 LEVELS = [  # Kafka's precedence, most specific first
@@ -116,3 +116,24 @@ def test_throttle_is_never_negative_nor_over_a_window(steps):
         throttle = meters.record_and_throttle_ms(PRODUCER_BYTE_RATE, (now % 7,), 1000.0, value, now)
         assert 0 <= throttle <= 1000
     assert len(meters._meters) <= 4
+
+
+def test_a_token_bucket_bursts_overdraws_once_and_refills_at_its_rate():
+    bucket = TokenBucket(rate=2, window_s=11, now_ms=0)  # a burst of 22 mutations
+    assert not bucket.exceeded(0)
+    bucket.record(20, 0)
+    assert not bucket.exceeded(0) and bucket.throttle_ms(0) == 0  # 2 left
+    bucket.record(10, 0)  # taken although it overdraws: -8
+    assert bucket.exceeded(0) and bucket.throttle_ms(0) == 4000
+    assert bucket.throttle_ms(3000) == 1000 and bucket.exceeded(3999)
+    assert not bucket.exceeded(4001)
+    assert bucket.throttle_ms(1_000_000) == 0 and bucket.tokens == 22  # refills no further than the burst
+
+
+def test_a_token_bucket_follows_an_altered_bound():
+    meters = QuotaMeters(samples=11, window_ms=1000)
+    bucket = meters.bucket(entity(client_id="c"), 1.0, now_ms=0)
+    bucket.record(21, 0)  # 11 - 21 = -10: 10 s at 1/s
+    assert meters.bucket(entity(client_id="c"), 1.0, now_ms=0).throttle_ms(0) == 10_000
+    assert meters.bucket(entity(client_id="c"), 5.0, now_ms=0).throttle_ms(0) == 2_000  # the same bucket, faster
+    assert meters.bucket(entity(client_id="other"), 1.0, now_ms=0).throttle_ms(0) == 0
