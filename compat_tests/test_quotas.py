@@ -2,10 +2,12 @@
 client id; a confluent-kafka producer under it, producing as fast as it can, gets within 20% of
 1 MB/s over 10 s (throttle_time_ms and a muted connection, KIP-219), while a producer with another
 client id, at the same time, is not held back. DescribeClientQuotas shows the quota. And
-controller_mutation_rate (KIP-599) holds back creating and deleting partitions."""
+controller_mutation_rate (KIP-599) holds back creating and deleting partitions, and
+connection_creation_rate (KIP-612) the connections one IP opens."""
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 
@@ -14,6 +16,7 @@ import pytest
 from compat_tests import raw_client
 from compat_tests.broker_process import BrokerProcess
 from wire.errors import ErrorCode
+from wire.frame import encode_request
 from wire.schema import API_BY_NAME
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
@@ -137,5 +140,47 @@ def test_controller_mutation_rate_refuses_or_throttles_topic_changes(tmp_path):
         assert again.topics[0].error_code == ErrorCode.NONE and again.throttle_time_ms == 0
         listed = raw_client.call(broker.port, "Metadata", 1, raw_client.request("Metadata", topics=None))
         assert {t.name for t in listed.topics} == {"m-b", "m-c", "m-d", "m-free"}
+    finally:
+        broker.kill()
+
+
+def _served(port: int, count: int, source: str) -> int:
+    """Open ``count`` connections from ``source`` at once, send ApiVersions on each: how many are answered
+    (the others are closed by the broker)."""
+    api = API_BY_NAME["ApiVersions"]
+    connections = []
+    try:
+        for _ in range(count):
+            connection = socket.create_connection(("127.0.0.1", port), timeout=10, source_address=(source, 0))
+            connection.sendall(encode_request(api.key, 0, 1, "conn", api.request_class()))
+            connections.append(connection)
+        answered = 0
+        for connection in connections:
+            try:
+                answered += len(connection.recv(4)) == 4  # a response's size: it was served
+            except ConnectionError:
+                pass
+        return answered
+    finally:
+        for connection in connections:
+            connection.close()
+
+
+def test_connection_creation_rate_closes_connections_over_an_ips_rate(tmp_path):
+    """KIP-612: with 5 connections per second for 127.0.0.1, a burst of 120 is served as far as Kafka's
+    rate allows (at the start, 11 samples of 1 s make it count over at least 10 s: about 50) and the
+    rest closed; the same burst from 127.0.0.2, which has no quota, is served whole."""
+    broker = BrokerProcess(tmp_path / "data")
+    broker.start()
+    try:
+        Request = API_BY_NAME["AlterClientQuotas"].request_class
+        entry = Request.EntryData(entity=[Request.EntryData.EntityData(entity_type="ip", entity_name="127.0.0.1")],
+                                  ops=[Request.EntryData.OpData(key="connection_creation_rate", value=5, remove=False)])
+        response = raw_client.call(broker.port, "AlterClientQuotas", 1, Request(entries=[entry], validate_only=False))
+        assert response.entries[0].error_code == ErrorCode.NONE
+        limited = _served(broker.port, 120, "127.0.0.1")
+        print(f"127.0.0.1 at 5 connections/s: {limited} of a burst of 120 served")
+        assert 40 <= limited <= 60, limited
+        assert _served(broker.port, 120, "127.0.0.2") == 120
     finally:
         broker.kill()

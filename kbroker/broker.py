@@ -37,7 +37,7 @@ from kbroker.replica import Partition
 from kbroker.producer_ids import ProducerIdBlock
 from kbroker.security.authorization import Authorization
 from kbroker.security.listener import ListenerSecurity
-from kbroker.security.quotas import CONTROLLER_MUTATION_RATE, QuotaMeters, TokenBucket, quota_for
+from kbroker.security.quotas import CONTROLLER_MUTATION_RATE, QuotaMeters, TokenBucket, ip_quota_for, quota_for
 from kbroker.security.peer import PeerSecurity
 from kbroker.security.scram import ScramCredential, credential_of
 from kbroker.server import Server, ServerLimits
@@ -390,6 +390,16 @@ class Broker:
         if bound is None:
             return 0
         return self.quota_meters.record_and_throttle_ms(key, metered, bound, value, int(time.monotonic() * 1000))
+
+    def connection_throttle_ms(self, ip: str) -> int:
+        """0 to serve a new connection from ``ip``; else it exceeds the IP's connection_creation_rate
+        (KIP-612) and is closed after that many milliseconds, as Kafka's acceptor does."""
+        if not self.image.client_quotas:
+            return 0
+        bound, metered = ip_quota_for(self.image.client_quotas, ip)
+        if bound is None:
+            return 0
+        return self.quota_meters.admit_connection(metered, bound, int(time.monotonic() * 1000))
 
     def mutation_quota(self, principal: str, client_id: str) -> TokenBucket | None:
         """The client's controller_mutation_rate bucket (KIP-599), None without that quota. Metered by

@@ -114,6 +114,12 @@ class Server:
         peer = "?"
         try:
             peer = stream.socket.getpeername()[0]
+            throttle = getattr(self.broker, "connection_throttle_ms", None)
+            if throttle is not None and (throttle_ms := throttle(peer)):
+                logger.debug("closing connection from %s in %d ms: over its connection_creation_rate", peer,
+                             throttle_ms)
+                await trio.sleep(throttle_ms / 1000)
+                return
             stream.socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             principal = "User:ANONYMOUS"
             if self.security.ssl_context is not None:

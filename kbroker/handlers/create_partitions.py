@@ -26,8 +26,8 @@ async def handle(broker, context, request):
     refused = [Result(name=t.name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                for t in wanted if t not in request.topics]
     if not request.validate_only:
-        request.topics, throttled = handlers.admit_mutations(broker, context, request.topics,
-                                                             lambda topic: _added(broker, topic), _STRICT_QUOTA_FROM)
+        request.topics, throttled = handlers.admit_mutations(
+            broker, context, request.topics, lambda topic: _added(broker, topic), _STRICT_QUOTA_FROM)
         refused += [Result(name=topic.name, error_code=ErrorCode.THROTTLING_QUOTA_EXCEEDED,
                            error_message=handlers.THROTTLED) for topic in throttled]
     response = await _create(broker, context, request) if request.topics else CreatePartitionsResponse(results=[])

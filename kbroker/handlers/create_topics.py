@@ -30,11 +30,11 @@ async def handle(broker, context, request):
     if not allowed_on_cluster(broker, context, AclOperation.CREATE):
         request.topics = [t for t in wanted
                           if allowed(broker, context, AclOperation.CREATE, ResourceType.TOPIC, t.name)]
-    refused = [Result(name=t.name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message="Authorization failed.")
-               for t in wanted if t not in request.topics]
+    refused = [Result(name=t.name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                      error_message="Authorization failed.") for t in wanted if t not in request.topics]
     if not request.validate_only:
-        request.topics, throttled = handlers.admit_mutations(broker, context, request.topics,
-                                                             lambda topic: _partitions(broker, topic), _STRICT_QUOTA_FROM)
+        request.topics, throttled = handlers.admit_mutations(
+            broker, context, request.topics, lambda topic: _partitions(broker, topic), _STRICT_QUOTA_FROM)
         refused += [Result(name=topic.name, error_code=ErrorCode.THROTTLING_QUOTA_EXCEEDED,
                            error_message=handlers.THROTTLED) for topic in throttled]
     response = await _create(broker, context, request) if request.topics else CreateTopicsResponse(topics=[])

@@ -23,10 +23,11 @@ from wire.errors import ErrorCode
 USER, CLIENT_ID, IP = "user", "client-id", "ip"
 PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE = "producer_byte_rate", "consumer_byte_rate", "request_percentage"
 CONTROLLER_MUTATION_RATE = "controller_mutation_rate"  # KIP-599: partitions created or deleted per second
+CONNECTION_CREATION_RATE = "connection_creation_rate"  # KIP-612: connections accepted per second, per IP
 KEYS = {USER: {PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE, CONTROLLER_MUTATION_RATE},
         CLIENT_ID: {PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE, CONTROLLER_MUTATION_RATE},
-        IP: {"connection_creation_rate"}}
-_INTEGRAL = {PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, "connection_creation_rate"}
+        IP: {CONNECTION_CREATION_RATE}}
+_INTEGRAL = {PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, CONNECTION_CREATION_RATE}
 MATCH_EXACT, MATCH_DEFAULT, MATCH_ANY = 0, 1, 2
 
 Entity = tuple  # sorted ((entity type, name or None for <default>), ...)
@@ -132,6 +133,16 @@ def quota_for(quotas: dict[Entity, dict[str, float]], user: str, client_id: str,
     return None, ()
 
 
+def ip_quota_for(quotas: dict[Entity, dict[str, float]], ip: str) -> tuple[float | None, Entity]:
+    """The connection_creation_rate bound of ``ip``: its own, else the IPs' default (each IP metered
+    apart); None and () when neither is set."""
+    for candidate in (entity(ip=ip), entity(ip=None)):
+        bound = quotas.get(candidate, {}).get(CONNECTION_CREATION_RATE)
+        if bound is not None:
+            return bound, entity(ip=ip)
+    return None, ()
+
+
 @dataclass
 class _Sample:
     start_ms: int
@@ -221,6 +232,14 @@ class QuotaMeters:
         while len(self._meters) > self.limit:
             self._meters.popitem(last=False)
         return meter
+
+    def admit_connection(self, metered: Entity, bound: float, now_ms: int) -> int:
+        """Count a new connection from an IP (KIP-612): 0 when it is within the IP's rate, else the
+        throttle time after which it is to be closed; a refused connection is not counted."""
+        throttle_ms = self.record_and_throttle_ms(CONNECTION_CREATION_RATE, metered, bound, 1, now_ms)
+        if throttle_ms:
+            self._meters[(CONNECTION_CREATION_RATE, metered)].record(-1, now_ms)
+        return throttle_ms
 
     def record_and_throttle_ms(self, key: str, metered: Entity, bound: float, value: float, now_ms: int) -> int:
         meter = self._kept((key, metered), lambda: RateMeter(self.samples, self.window_ms))

@@ -8,7 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kbroker.security.quotas import (CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, QuotaMeters, RateMeter, TokenBucket,
-                                     describe, entity, quota_for, validate_alteration, validate_describe)
+                                     describe, entity, ip_quota_for, quota_for, validate_alteration,
+                                     validate_describe)
 from wire.errors import ErrorCode
 
 LEVELS = [  # Kafka's precedence, most specific first
@@ -137,3 +138,20 @@ def test_a_token_bucket_follows_an_altered_bound():
     assert meters.bucket(entity(client_id="c"), 1.0, now_ms=0).throttle_ms(0) == 10_000
     assert meters.bucket(entity(client_id="c"), 5.0, now_ms=0).throttle_ms(0) == 2_000  # the same bucket, faster
     assert meters.bucket(entity(client_id="other"), 1.0, now_ms=0).throttle_ms(0) == 0
+
+
+def test_an_ips_own_connection_rate_comes_before_the_default_and_each_ip_is_metered_apart():
+    quotas = {entity(ip=None): {"connection_creation_rate": 10.0},
+              entity(ip="10.0.0.1"): {"connection_creation_rate": 2.0}}
+    assert ip_quota_for(quotas, "10.0.0.1") == (2.0, entity(ip="10.0.0.1"))
+    assert ip_quota_for(quotas, "10.0.0.2") == (10.0, entity(ip="10.0.0.2"))
+    assert ip_quota_for({}, "10.0.0.1") == (None, ())
+
+
+def test_a_refused_connection_is_not_counted():
+    meters = QuotaMeters(samples=2, window_ms=1000)  # a rate over at least one whole second
+    ip = entity(ip="10.0.0.1")
+    assert meters.admit_connection(ip, 3.0, now_ms=0) == 0
+    assert [meters.admit_connection(ip, 3.0, now_ms=0) for _ in range(4)] == [0, 0, 333, 333]
+    assert meters.admit_connection(ip, 3.0, now_ms=1000) == 333  # still 3 counted in the last second...
+    assert meters.admit_connection(ip, 3.0, now_ms=2000) == 0  # ... until they age out
