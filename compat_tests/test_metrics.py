@@ -70,6 +70,7 @@ def test_traffic_latency_and_group_lag_are_measured(tmp_path):
         assert found[("kbroker_topic_messages_in_total", topic)] == 100
         assert found[("kbroker_topic_bytes_in_total", topic)] > 100 * len("value-00")
         assert found[("kbroker_topic_bytes_out_total", topic)] > 0
+        assert found[("kbroker_topic_messages_out_total", topic)] == 100  # fetched ahead of the 60 it read
         for api in ("Produce", "Fetch"):
             assert found[("kbroker_request_latency_seconds_count", (("api", api),))] > 0
             assert ("kbroker_request_latency_seconds_bucket", (("api", api), ("le", "0.01"))) in found

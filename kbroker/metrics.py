@@ -36,6 +36,8 @@ class BrokerMetrics:
                                    registry=registry)
         self.bytes_out = Counter("kbroker_topic_bytes_out", "Record batch bytes sent to consumers, per topic",
                                  ["topic"], registry=registry)
+        self.messages_out = Counter("kbroker_topic_messages_out", "Records in the whole batches sent to consumers, "
+                                    "per topic", ["topic"], registry=registry)
         self.request_seconds = Histogram("kbroker_request_latency_seconds", "From a request's arrival to its "
                                          "answer being ready, per API", ["api"], buckets=_LATENCY_BUCKETS_S,
                                          registry=registry)
@@ -53,9 +55,10 @@ class BrokerMetrics:
         self.bytes_in.labels(topic).inc(size)
         self.messages_in.labels(topic).inc(records)
 
-    def fetched(self, topic: str, size: int) -> None:
+    def fetched(self, topic: str, size: int, records: int) -> None:
         if size:
             self.bytes_out.labels(topic).inc(size)
+            self.messages_out.labels(topic).inc(records)
 
     def request_done(self, api_name: str, seconds: float) -> None:
         self.request_seconds.labels(api_name).observe(seconds)

@@ -42,6 +42,18 @@ class FileRegion(Region):
     def read(self) -> bytes:
         return os.pread(self.fd, self.length, self.position)
 
+    def record_count(self) -> int:
+        """Records in the region's whole batches, from their headers alone (a partial last batch
+        is not counted: the reader discards it)."""
+        count, position, end = 0, self.position, self.position + self.length
+        while position + HEADER_SIZE <= end:
+            header = BatchHeader.read(os.pread(self.fd, HEADER_SIZE, position))
+            position += header.size
+            if position > end:
+                break
+            count += header.record_count
+        return count
+
     def __repr__(self) -> str:
         return f"FileRegion(fd={self.fd}, position={self.position}, length={self.length})"
 

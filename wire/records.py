@@ -48,6 +48,7 @@ __all__ = [
     "read_magic",
     "is_legacy_message_set",
     "iter_batches",
+    "count_records",
     "validate_batch",
     "stamp_base_offset",
     "stamp_partition_leader_epoch",
@@ -232,6 +233,11 @@ def iter_batches(
             _check_crc(buf, pos, batch_end, header)
         yield pos, header
         pos = batch_end
+
+
+def count_records(buf) -> int:
+    """Records in a records field's whole batches (a fetch's partial last batch is not counted)."""
+    return sum(header.record_count for _, header in iter_batches(buf, allow_partial_tail=True))
 
 
 def validate_batch(buf, pos: int = 0) -> BatchHeader:

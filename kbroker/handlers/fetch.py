@@ -23,6 +23,7 @@ from kbroker.security.quotas import CONSUMER_BYTE_RATE
 from log.partition_log import OffsetOutOfRange
 from wire.errors import ErrorCode
 from wire.primitives import ZERO_UUID
+from wire.records import count_records
 from wire.schema import API_BY_NAME
 
 FetchResponse = API_BY_NAME["Fetch"].response_class
@@ -49,14 +50,18 @@ async def handle(broker, context, request):
 
 def _answered(broker, context, request, response, fetched_bytes: int):
     """A consumer's fetched bytes count against its consumer_byte_rate quota (followers have none)
-    and, when the broker keeps metrics, in its bytes out."""
+    and, when the broker keeps metrics, in its bytes and records out."""
     if _replica_of(request) < 0:
         response.throttle_time_ms = context.throttle(CONSUMER_BYTE_RATE, fetched_bytes)
         if broker.metrics is not None:
             for topic in response.responses:
                 name = topic.topic or broker.image.topic_names.get(topic.topic_id, "")
-                broker.metrics.fetched(name, sum(len(p.records) if isinstance(p.records, bytes) else p.records.length
-                                                 for p in topic.partitions))
+                for partition in topic.partitions:
+                    records = partition.records
+                    if isinstance(records, bytes):
+                        broker.metrics.fetched(name, len(records), count_records(records) if records else 0)
+                    else:  # a file region: only its batch headers are read
+                        broker.metrics.fetched(name, records.length, records.record_count())
     return response
 
 

@@ -259,6 +259,15 @@ def test_segment_read_never_reaches_the_batch_holding_the_upper_bound(segment):
     assert region_bytes(segment.read(50, 10_000, 60, True)) == b"".join(data)
 
 
+def test_a_regions_record_count_is_of_its_whole_batches(segment):
+    assert segment.read(50, 10_000, None, True).record_count() == 10
+    assert segment.read(53, 10_000, None, True).record_count() == 8  # from the batch holding 53
+    assert segment.read(50, 10_000, 55, True).record_count() == 5
+    cut = segment.read(50, len(segment.data[0]) + 70, None, True)  # ends inside the second batch's records
+    assert cut.record_count() == 2
+    assert segment.read(50, len(segment.data[0]) + 20, None, True).record_count() == 2  # inside its header
+
+
 def test_find_offset_by_timestamp_is_the_first_record_at_or_after(segment):
     # Record timestamps by offset: 50:1010 51:1030 52:1020 53:1025 54:1005 55:1040 56:1001 57:1040 58:1040 59:1002
     assert segment.find_offset_by_timestamp(0, 50) == (1_010, 50)

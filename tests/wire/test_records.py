@@ -11,6 +11,7 @@ from wire.compression import GZIP, LZ4, NONE, SNAPPY, ZSTD
 from wire.errors import ErrorCode
 from wire.primitives import DecodeError
 from wire.records import (
+    count_records,
     HEADER_SIZE,
     LOG_APPEND_TIME,
     BatchHeader,
@@ -410,6 +411,13 @@ def test_partial_tail_rejected_for_produce_and_skipped_for_fetch():
             list(iter_batches(truncated))
         whole = list(iter_batches(truncated, allow_partial_tail=True, verify_crc=True))
         assert [pos for pos, _ in whole] == positions[:2]
+
+
+def test_record_count_is_of_whole_batches():
+    data, positions = three_batches()
+    assert count_records(data) == 6
+    assert count_records(data[: positions[2] + 1]) == 5
+    assert count_records(b"") == 0
 
 
 def test_partial_tail_must_still_look_like_a_batch():
