@@ -1,6 +1,7 @@
 """Group coordination across a coordinator failover on a three-broker cluster.
 
-``__consumer_offsets`` is replicated like any topic (offsets.topic.replication.factor=3): when
+``__consumer_offsets`` is replicated like any topic (offsets.topic.replication.factor is 3 on a
+node of a cluster, as Kafka's default, without being set): when
 the broker leading a group's offsets partition dies, another replica becomes its leader, loads
 the partition and coordinates the group; the committed offsets are all there.
 """
@@ -18,9 +19,8 @@ from compat_tests.quorum_process import Quorum, find_coordinator, until
 
 pytestmark = pytest.mark.timeout(300)
 
-REPLICATED_INTERNAL_TOPICS = ("offsets.topic.replication.factor=3", "transaction.state.log.replication.factor=3",
-                              "transaction.state.log.min.isr=2", "offsets.topic.num.partitions=6",
-                              "broker.session.timeout.ms=2000")
+# The internal topics' replication factors are left to the cluster defaults (3, and min.insync.replicas 2).
+COORDINATOR_SETTINGS = ("offsets.topic.num.partitions=6", "broker.session.timeout.ms=2000")
 MESSAGES = 3000
 
 
@@ -59,7 +59,7 @@ def _committed(consumer: Consumer) -> bool:
 
 
 def test_a_group_carries_on_when_its_coordinator_dies(tmp_path):
-    cluster = Quorum(tmp_path, combined=True, overrides=REPLICATED_INTERNAL_TOPICS)
+    cluster = Quorum(tmp_path, combined=True, overrides=COORDINATOR_SETTINGS)
     try:
         cluster.start()
         bootstrap = ",".join(node.bootstrap for node in cluster.nodes)
@@ -77,6 +77,8 @@ def test_a_group_carries_on_when_its_coordinator_dies(tmp_path):
         seen: set = set()
         consume(consumer, MESSAGES // 3, seen, 60)
         commit(consumer)
+        offsets_topic = admin.list_topics(timeout=10).topics["__consumer_offsets"]
+        assert [len(offsets_topic.partitions[p].replicas) for p in range(6)] == [3] * 6
         coordinator = until(lambda: coordinator_of(cluster, "workers"), 10, "the group's coordinator")
         cluster.node(coordinator).kill()
         moved_to = until(lambda: (c := coordinator_of(cluster, "workers")) not in (-1, coordinator) and c, 30,
@@ -107,7 +109,7 @@ def test_group_churn_goes_on_across_a_coordinator_kill(tmp_path):
     coordinator is SIGKILLed and restarted mid-run."""
     from compat_tests.test_groups import BROKER_OVERRIDES, churn
 
-    cluster = Quorum(tmp_path, combined=True, overrides=REPLICATED_INTERNAL_TOPICS + BROKER_OVERRIDES + (
+    cluster = Quorum(tmp_path, combined=True, overrides=COORDINATOR_SETTINGS + BROKER_OVERRIDES + (
         "default.replication.factor=3", "min.insync.replicas=2"))
     try:
         cluster.start()

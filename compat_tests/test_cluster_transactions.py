@@ -12,7 +12,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from compat_tests.quorum_process import Quorum, find_coordinator, read_to_end, until
-from compat_tests.test_cluster_coordinators import REPLICATED_INTERNAL_TOPICS
+from compat_tests.test_cluster_coordinators import COORDINATOR_SETTINGS
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -35,7 +35,7 @@ def read_committed(bootstrap: str, topic: str) -> list[bytes]:
 
 
 def test_transactions_survive_their_coordinators_death(tmp_path):
-    cluster = Quorum(tmp_path, combined=True, overrides=REPLICATED_INTERNAL_TOPICS)
+    cluster = Quorum(tmp_path, combined=True, overrides=COORDINATOR_SETTINGS)
     try:
         cluster.start()
         bootstrap = ",".join(node.bootstrap for node in cluster.nodes)
@@ -68,6 +68,8 @@ def test_transactions_survive_their_coordinators_death(tmp_path):
                     elif not error.args[0].retriable():
                         raise
                     time.sleep(0.5)
+        state_topic = admin.list_topics(timeout=10).topics["__transaction_state"]
+        assert {len(partition.replicas) for partition in state_topic.partitions.values()} == {3}
         moved = transaction_coordinator(cluster, "ledger-writer")
         print(f"\ntransaction coordinator killed: broker {killed}; now broker {moved}")
         assert moved not in (-1, killed)
@@ -92,7 +94,7 @@ def test_consume_transform_produce_stays_exactly_once_across_coordinator_kills(t
     record comes out exactly once, in its input's partition."""
     from compat_tests.test_exactly_once import start_worker
 
-    cluster = Quorum(tmp_path, combined=True, overrides=REPLICATED_INTERNAL_TOPICS)
+    cluster = Quorum(tmp_path, combined=True, overrides=COORDINATOR_SETTINGS)
     worker = None
     try:
         cluster.start()
@@ -158,7 +160,7 @@ def test_randomized_transactions_on_three_brokers_pass_the_checker(tmp_path):
     from compat_tests.test_exactly_once import LONG, run_randomized_workload
     from compat_tests.test_transactions import BROKER_SETTINGS
 
-    cluster = Quorum(tmp_path, combined=True, overrides=REPLICATED_INTERNAL_TOPICS + BROKER_SETTINGS)
+    cluster = Quorum(tmp_path, combined=True, overrides=COORDINATOR_SETTINGS + BROKER_SETTINGS)
     try:
         cluster.start()
         bootstrap = ",".join(node.bootstrap for node in cluster.nodes)

@@ -128,8 +128,7 @@ def _secured_cluster(tmp_path, layout: str) -> tuple[Quorum, dict[int, int]]:
         f"listener.name.external.plain.sasl.jaas.config={ADMIN_JAAS}",
         f"ssl.keystore.location={certificates.broker}", f"ssl.truststore.location={certificates.ca}",
         "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-        "allow.everyone.if.no.acl.found=false",
-        "offsets.topic.replication.factor=3", "transaction.state.log.replication.factor=3"))
+        "allow.everyone.if.no.acl.found=false"))
     internal_ports = {}
     for node in cluster.nodes:
         internal_ports[node.node_id] = free_port()

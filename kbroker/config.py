@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping, NamedTuple
 
 from kbroker.config_definitions import (
+    CLUSTER_DEFAULTS,
     SETTINGS_BY_ATTRIBUTE,
     SETTINGS_BY_ENVIRONMENT,
     SETTINGS_BY_NAME,
@@ -262,6 +263,7 @@ class BrokerConfig:
             else self._parse_endpoints("advertised.listeners", advertised, distinct_ports=False))
         self._resolved["advertised.listeners"] = self.declared("listeners") if advertised is None else advertised
         self.quorum_voters = self._parse_voters()
+        self._resolve_cluster_defaults()
         self._check_quorum()
         self._check_broker_listeners()
 
@@ -408,6 +410,14 @@ class BrokerConfig:
             self._fail(source, "at least one log directory must be given through log.dirs or log.dir")
         self._resolved["log.dirs"] = directories
         self._resolved["metadata.log.dir"] = self.declared("metadata.log.dir") or directories[0]
+
+    def _resolve_cluster_defaults(self) -> None:
+        """A node of a cluster replicates the coordinators' topics as Kafka does, unless told otherwise."""
+        if self.is_embedded_quorum:
+            return
+        for name, value in CLUSTER_DEFAULTS.items():
+            if name not in self.originals:
+                self._values[name] = value
 
     def _supplier(self, name: str) -> str:
         return next(synonym for synonym, _ in _CHAINS[name] if self.declared(synonym) is not None)

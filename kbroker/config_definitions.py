@@ -13,7 +13,9 @@ complete cluster on one machine:
                                     (log.dirs stays unset, as in Kafka, so that log.dir supplies it.)
     offsets.topic.replication.factor=1, transaction.state.log.replication.factor=1,
     transaction.state.log.min.isr=1 Kafka: 3, 3 and 2, which a single broker cannot satisfy; Kafka's own
-                                    sample server.properties sets these to 1 too.
+                                    sample server.properties sets these to 1 too. A node of a cluster
+                                    (controller.quorum.voters set) takes Kafka's values (CLUSTER_DEFAULTS),
+                                    so that the coordinators' state is replicated unless asked otherwise.
     group.initial.rebalance.delay.ms=0
                                     Kafka: 3000. The delay only batches joins of big groups; on a
                                     development broker it makes every first poll 3 s slower. Kafka's sample
@@ -389,6 +391,13 @@ SETTINGS: tuple[Setting, ...] = (
 )
 
 SETTINGS_BY_NAME: dict[str, Setting] = {setting.name: setting for setting in SETTINGS}
+
+# Kafka's defaults where the single node's differ, for a node of a cluster: the settings not given.
+CLUSTER_DEFAULTS: dict[str, object] = {
+    "offsets.topic.replication.factor": 3,
+    "transaction.state.log.replication.factor": 3,
+    "transaction.state.log.min.isr": 2,
+}
 SETTINGS_BY_ATTRIBUTE: dict[str, Setting] = {setting.attribute: setting for setting in SETTINGS}
 SETTINGS_BY_ENVIRONMENT: dict[str, Setting] = {setting.environment_variable: setting for setting in SETTINGS}
 assert len(SETTINGS_BY_NAME) == len(SETTINGS_BY_ATTRIBUTE) == len(SETTINGS_BY_ENVIRONMENT) == len(SETTINGS)

@@ -254,9 +254,10 @@ def _broker_synonym(config: BrokerConfig, name: str) -> Synonym | None:
     if original is not None and original.origin.source is not Source.DEFAULT:
         value = None if setting.sensitive else setting.format(config.declared(name))
         return Synonym(name, value, STATIC_BROKER_CONFIG)
-    if setting.default is None:
+    default = config.declared(name)  # a cluster node's defaults may be Kafka's rather than the single node's
+    if default is None:
         return None
-    return Synonym(name, None if setting.sensitive else setting.format(setting.default), DEFAULT_CONFIG)
+    return Synonym(name, None if setting.sensitive else setting.format(default), DEFAULT_CONFIG)
 
 
 def _normalized(setting, text: str) -> str:

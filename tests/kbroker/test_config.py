@@ -14,7 +14,8 @@ from kbroker.config import (
     parse_properties,
 )
 from kbroker import config_definitions
-from kbroker.config_definitions import SETTINGS, SETTINGS_BY_NAME, TOPIC_CONFIG_SYNONYMS
+from kbroker.config_definitions import CLUSTER_DEFAULTS, SETTINGS, SETTINGS_BY_NAME, TOPIC_CONFIG_SYNONYMS
+from kbroker.configs import describe_broker
 
 
 def config(**settings):
@@ -553,6 +554,23 @@ def test_multi_node_quorum():
     controller = overrides("process.roles=controller", "controller.quorum.voters=1@a:9093",
                            "listeners=CONTROLLER://a:9093", "controller.listener.names=CONTROLLER")
     assert controller.advertised_broker_endpoints == []
+
+
+def test_a_cluster_node_replicates_the_internal_topics_as_kafka_unless_told_otherwise():
+    cluster = ("node.id=2", "controller.quorum.voters=1@a:9093,2@b:9093,3@c:9093",
+               "listeners=PLAINTEXT://b:9092,CONTROLLER://b:9093", "controller.listener.names=CONTROLLER")
+    node = overrides(*cluster)
+    assert (node.offsets_topic_replication_factor, node.transaction_state_log_replication_factor,
+            node.transaction_state_log_min_isr) == (3, 3, 2)
+    described = {entry.name: entry for entry in describe_broker(node, 2, "2", list(CLUSTER_DEFAULTS))}
+    assert described["offsets.topic.replication.factor"].value == "3"
+    assert described["transaction.state.log.min.isr"].synonyms[0].value == "2"
+    told = overrides(*cluster, "offsets.topic.replication.factor=1", "transaction.state.log.min.isr=1")
+    assert (told.offsets_topic_replication_factor, told.transaction_state_log_replication_factor,
+            told.transaction_state_log_min_isr) == (1, 3, 1)
+    alone = overrides()
+    assert (alone.offsets_topic_replication_factor, alone.transaction_state_log_replication_factor,
+            alone.transaction_state_log_min_isr) == (1, 1, 1)
 
 
 def test_a_controller_advertises_its_listener_when_advertised_listeners_leave_it_out():
