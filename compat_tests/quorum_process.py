@@ -12,7 +12,7 @@ from pathlib import Path
 
 from compat_tests import raw_client
 from compat_tests.broker_process import BrokerProcess, free_port
-from compat_tests.link_proxy import LinkProxy
+from compat_tests.link_proxy import LinkProxy, owner_of
 from wire.schema import API_BY_NAME
 
 DescribeQuorumRequest = API_BY_NAME["DescribeQuorum"].request_class
@@ -120,7 +120,7 @@ class Quorum:
             for node in self.nodes + self.brokers:
                 for role, port in (("broker", node.client_port), ("controller", node.controller_port)):
                     if port is not None:
-                        node.proxies[role] = LinkProxy(port)
+                        node.proxies[role] = LinkProxy(port, identify=self._node_of)
         self.voters = ",".join(f"{n.node_id}@127.0.0.1:{n.reachable_port('controller')}" for n in self.nodes)
 
     def start(self) -> None:
@@ -131,6 +131,22 @@ class Quorum:
 
     def node(self, node_id: int) -> QuorumNode:
         return self.nodes[node_id - 1]
+
+    def _node_of(self, peer: tuple[str, int]) -> int | None:
+        """The id of the node that opened a connection to a proxy, or None for a client."""
+        return owner_of(peer, {n.node_id: n.process.pid for n in self.nodes + self.brokers if n.running})
+
+    def fail_links(self, first: QuorumNode, second: QuorumNode, fault: str, **options) -> None:
+        """Fails the links between two nodes both ways (a proxied quorum): ``fault`` is a LinkProxy fault
+        (sever, blackhole, drop, delay) applied by each node's proxies to what the other opens."""
+        for target, source in ((first, second), (second, first)):
+            for proxy in target.proxies.values():
+                getattr(proxy, fault)(source.node_id, **options)
+
+    def heal_links(self) -> None:
+        for node in self.nodes + self.brokers:
+            for proxy in node.proxies.values():
+                proxy.heal()
 
     def close(self) -> None:
         for node in self.nodes + self.brokers:

@@ -2,9 +2,10 @@
 
 Three combined broker+controller processes, a topic with replication factor 3 and
 min.insync.replicas=2, an idempotent confluent-kafka producer with acks=all writing
-all the while. The nemesis SIGKILLs the leader of a partition and restarts it, or cuts
-its node off the network and heals it; ``KBROKER_NEMESIS_CYCLES`` cycles of each (10 by
-default). Also here: acks=all refused below min.insync.replicas, preferred leader
+all the while. The nemesis SIGKILLs the leader of a partition and restarts it, cuts
+its node off the network, blackholes its links to the other brokers, or makes the links
+between brokers slow and lossy and cuts one, then heals; ``KBROKER_NEMESIS_CYCLES`` cycles of
+each (10 by default). Also here: acks=all refused below min.insync.replicas, preferred leader
 election, and a reassignment under load.
 Afterwards compat_tests/replication_checker.py compares what the producer was told
 with what a consumer reads and with every replica's log, byte for byte.
@@ -12,6 +13,7 @@ with what a consumer reads and with every replica's log, byte for byte.
 
 from __future__ import annotations
 
+import collections
 import os
 import threading
 import time
@@ -113,11 +115,39 @@ def isolate_and_heal(cluster: Quorum, victim) -> None:
     victim.heal()
 
 
-@pytest.mark.parametrize("fault", [kill_and_restart, isolate_and_heal], ids=["kill", "partition"])
+def blackhole_from_peers(cluster: Quorum, victim) -> None:
+    """Every link between the leader's node and the other nodes silently stops (clients still reach
+    all three): the leader can neither replicate nor reach the quorum and learns it only by timing
+    out, while the others fence it and elect a new leader. What was held back arrives at the heal."""
+    for other in cluster.nodes:
+        if other is not victim:
+            cluster.fail_links(victim, other, "blackhole")
+    time.sleep(3)
+    cluster.heal_links()
+
+
+def flaky_links(cluster: Quorum, victim) -> None:
+    """Every link between nodes slow (30 ms each way) and lossy (a chunk in five retransmitted after
+    0.2 s), the leader's node cut from one of its followers."""
+    nodes = cluster.nodes
+    for index, first in enumerate(nodes):
+        for second in nodes[index + 1:]:
+            cluster.fail_links(first, second, "delay", seconds=0.03)
+            cluster.fail_links(first, second, "drop", probability=0.2)
+    cluster.fail_links(victim, next(node for node in nodes if node is not victim), "sever")
+    time.sleep(3)
+    cluster.heal_links()
+
+
+NEMESES = [kill_and_restart, isolate_and_heal, blackhole_from_peers, flaky_links]
+
+
+@pytest.mark.parametrize("fault", NEMESES, ids=["kill", "partition", "blackhole", "flaky"])
 def test_no_acknowledged_write_is_lost_under_a_nemesis(tmp_path, fault):
-    """SIGKILL and restart the leader of a partition, or cut it off the network (every listener of its
-    node behind a severed compat_tests/link_proxy.py) and heal it, cycle after cycle."""
-    cluster = Quorum(tmp_path, combined=True, overrides=FAST_FAILOVER, proxied=fault is isolate_and_heal)
+    """SIGKILL and restart the leader of a partition; cut it off the network (every listener of its node
+    behind a severed compat_tests/link_proxy.py); blackhole its links to the other brokers; or make every
+    link between brokers slow and lossy and cut one of the leader's; then heal, cycle after cycle."""
+    cluster = Quorum(tmp_path, combined=True, overrides=FAST_FAILOVER, proxied=fault is not kill_and_restart)
     try:
         cluster.start()
         admin = AdminClient({"bootstrap.servers": cluster.node(1).bootstrap})
@@ -145,6 +175,9 @@ def test_no_acknowledged_write_is_lost_under_a_nemesis(tmp_path, fault):
         print(f"\nnemesis: {len(faults)} x {fault.__name__} of a leader (brokers {faults}); {verdict}; "
               f"{writer.failed} writes not acknowledged")
         assert verdict.acknowledged > 1000 and len(faults) >= CYCLES - 1
+        for node in cluster.nodes:  # the faults hit links between brokers: each node's proxies knew the others
+            seen = sum((proxy.sources_seen for proxy in node.proxies.values()), collections.Counter())
+            assert not node.proxies or {other.node_id for other in cluster.nodes if other is not node} <= set(seen)
         assert verdict.anomalies == 0, (verdict.lost[:5], verdict.duplicated[:5], verdict.conflicting[:5],
                                         verdict.reordered[:5], verdict.diverged)
     finally:
