@@ -6,8 +6,8 @@ replication factor 3. A broker that stops heartbeating is fenced after
 ``broker.session.timeout.ms`` and its leaderships move to the other ISR members;
 one that stops cleanly hands them over first (controlled shutdown).
 
-Partition data is not replicated yet (the next issue): these tests look at metadata,
-and produce to and consume from partition leaders.
+These tests look at metadata, and produce to and consume from partition leaders;
+test_replication.py is where the data's replication is put to the test.
 """
 
 from __future__ import annotations

@@ -184,6 +184,43 @@ def test_no_acknowledged_write_is_lost_under_a_nemesis(tmp_path, fault):
         cluster.close()
 
 
+def test_a_clean_stop_hands_its_leaderships_over_before_the_process_exits(tmp_path):
+    """Controlled shutdown: a SIGTERMed broker asks the controller to move its leaderships and exits once
+    they have moved. broker.session.timeout.ms is 60 s here, so fencing by a missed session cannot
+    be what moves them within the 10 s the others are watched for; an acks=all producer writing
+    throughout loses nothing."""
+    cluster = Quorum(tmp_path, combined=True, overrides=("broker.session.timeout.ms=60000",))
+    try:
+        cluster.start()
+        admin = AdminClient({"bootstrap.servers": cluster.node(1).bootstrap})
+        admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3, config={"min.insync.replicas": "2"})])[TOPIC].result(15)
+        until(lambda: leader_of(cluster, 0) > 0, 15, "a leader")
+        writer = Writer(",".join(node.bootstrap for node in cluster.nodes))
+        writer.thread.start()
+        time.sleep(1)
+        victim = cluster.node(leader_of(cluster, 0))
+        rest = [node for node in cluster.nodes if node is not victim]
+        stopped_at = time.monotonic()
+        assert victim.stop() == 0
+
+        def handed_over(node) -> bool:
+            partitions = AdminClient({"bootstrap.servers": node.bootstrap}).list_topics(TOPIC, timeout=5) \
+                .topics[TOPIC].partitions.values()
+            return all(p.leader in {n.node_id for n in rest} and victim.node_id not in p.isrs for p in partitions)
+
+        until(lambda: all(handed_over(node) for node in rest), 10, "the stopped broker's leaderships elsewhere")
+        print(f"\nbroker {victim.node_id} stopped cleanly; every survivor shows its leaderships moved and it out "
+              f"of every ISR {time.monotonic() - stopped_at:.1f} s after SIGTERM (session timeout 60 s)")
+        time.sleep(1)
+        writer.stop.set()
+        writer.thread.join(180)
+        verdict = check(writer.acknowledged, read_back(",".join(node.bootstrap for node in rest)))
+        print(f"{verdict}; {writer.failed} writes not acknowledged")
+        assert verdict.acknowledged > 100 and verdict.anomalies == 0, (verdict.lost[:5], verdict.reordered[:5])
+    finally:
+        cluster.close()
+
+
 def test_with_two_of_three_replicas_down_acks_all_is_refused_until_they_return(tmp_path):
     """Controllers apart from the brokers (so the quorum outlives them): two brokers die, the controller
     fences them and the ISR shrinks to one, below min.insync.replicas=2: acks=all produce answers
