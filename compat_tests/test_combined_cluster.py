@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions,
                                    NewTopic)
 from kafka import KafkaAdminClient, KafkaConsumer
@@ -32,6 +32,8 @@ pytestmark = pytest.mark.timeout(300)
 MetadataRequest = API_BY_NAME["Metadata"].request_class
 ProduceRequest = API_BY_NAME["Produce"].request_class
 FetchRequest = API_BY_NAME["Fetch"].request_class
+ListOffsetsRequest = API_BY_NAME["ListOffsets"].request_class
+OffsetForLeaderEpochRequest = API_BY_NAME["OffsetForLeaderEpoch"].request_class
 SESSION_TIMEOUT_MS = 3000  # compat_tests/quorum_process.py's QUICK_QUORUM
 
 
@@ -203,3 +205,92 @@ def test_a_request_to_a_follower_names_the_leader(cluster):
     answer = fetch.responses[0].partitions[0]
     assert answer.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER and answer.current_leader.leader_id == leader
     assert [n.node_id for n in fetch.node_endpoints] == [leader]
+
+
+def test_leader_epochs_tell_a_consumer_where_each_epoch_ended(cluster):
+    """KIP-320: records written under one leader, the leader stopped, more written under the next.
+    OffsetForLeaderEpoch at the new leader ends the first epoch where the second began and the
+    second at the log end; stale and future epochs in Fetch, ListOffsets and OffsetForLeaderEpoch are
+    FENCED_LEADER_EPOCH and UNKNOWN_LEADER_EPOCH; a follower is NOT_LEADER_OR_FOLLOWER. A librdkafka
+    consumer that read the first records goes on across the change (it validates its position with
+    OffsetForLeaderEpoch) and reads the rest once each, in order."""
+    bootstrap = ",".join(node.bootstrap for node in cluster.nodes)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic("epochs", num_partitions=1, replication_factor=3,
+                                  config={"min.insync.replicas": "2"})])["epochs"].result(15)
+    until(lambda: same_everywhere(cluster, "epochs"), 15, "one view of epochs")
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True})
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "epochs", "enable.auto.commit": False})
+    try:
+        for index in range(5):
+            producer.produce("epochs", f"first-{index}".encode(), partition=0)
+        assert producer.flush(30) == 0
+        consumer.assign([TopicPartition("epochs", 0, 0)])
+        read = poll_values(consumer, 5)
+        first_leader, first_epoch = leader_and_epoch(cluster.node(1), "epochs")
+        cluster.node(first_leader).stop()  # a controlled shutdown: the next leader takes over at once
+        rest = [node for node in cluster.nodes if node.node_id != first_leader]
+        until(lambda: leader_and_epoch(rest[0], "epochs")[0] in {n.node_id for n in rest}, 15, "a new leader")
+        for index in range(3):
+            producer.produce("epochs", f"second-{index}".encode(), partition=0)
+        assert producer.flush(30) == 0
+        read += poll_values(consumer, 3)
+        assert read == [f"first-{i}" for i in range(5)] + [f"second-{i}" for i in range(3)]
+    finally:
+        consumer.close()
+
+    leader_id, epoch = leader_and_epoch(rest[0], "epochs")
+    leader = cluster.node(leader_id)
+    follower = next(node for node in rest if node is not leader)
+    assert epoch > first_epoch
+
+    def end_of(node, leader_epoch, current_leader_epoch=epoch, partition=0):
+        [answer] = raw_client.call(node.client_port, "OffsetForLeaderEpoch", 4, OffsetForLeaderEpochRequest(
+            replica_id=-1, topics=[OffsetForLeaderEpochRequest.OffsetForLeaderTopic(topic="epochs", partitions=[
+                OffsetForLeaderEpochRequest.OffsetForLeaderTopic.OffsetForLeaderPartition(
+                    partition=partition, current_leader_epoch=current_leader_epoch, leader_epoch=leader_epoch)])])
+        ).topics[0].partitions
+        return answer.error_code, answer.leader_epoch, answer.end_offset
+
+    assert end_of(leader, first_epoch) == (ErrorCode.NONE, first_epoch, 5)
+    assert end_of(leader, epoch) == (ErrorCode.NONE, epoch, 8)
+    assert end_of(leader, epoch, current_leader_epoch=-1) == (ErrorCode.NONE, epoch, 8)
+    assert end_of(leader, first_epoch, current_leader_epoch=first_epoch)[0] == ErrorCode.FENCED_LEADER_EPOCH
+    assert end_of(leader, epoch, current_leader_epoch=epoch + 1)[0] == ErrorCode.UNKNOWN_LEADER_EPOCH
+    assert end_of(leader, epoch, partition=1)[0] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert end_of(follower, epoch)[0] == ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+    def list_offsets(current_leader_epoch):
+        return raw_client.call(leader.client_port, "ListOffsets", 7, ListOffsetsRequest(
+            replica_id=-1, isolation_level=0, topics=[ListOffsetsRequest.ListOffsetsTopic(name="epochs", partitions=[
+                ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition(
+                    partition_index=0, current_leader_epoch=current_leader_epoch, timestamp=-1)])])
+        ).topics[0].partitions[0]
+
+    assert (list_offsets(epoch).error_code, list_offsets(epoch).offset) == (ErrorCode.NONE, 8)
+    assert list_offsets(first_epoch).error_code == ErrorCode.FENCED_LEADER_EPOCH
+    assert list_offsets(epoch + 1).error_code == ErrorCode.UNKNOWN_LEADER_EPOCH
+    topic_id = metadata_of(leader, ["epochs"]).topics[0].topic_id
+    fetch = raw_client.call(leader.client_port, "Fetch", 16, FetchRequest(
+        replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0, session_id=0,
+        session_epoch=-1, topics=[FetchRequest.FetchTopic(topic_id=topic_id, partitions=[
+            FetchRequest.FetchTopic.FetchPartition(partition=0, current_leader_epoch=first_epoch, fetch_offset=0,
+                                                   last_fetched_epoch=-1, log_start_offset=-1,
+                                                   partition_max_bytes=1 << 20)])],
+        forgotten_topics_data=[], rack_id=""))
+    assert fetch.responses[0].partitions[0].error_code == ErrorCode.FENCED_LEADER_EPOCH
+
+
+def leader_and_epoch(node, topic: str) -> tuple[int, int]:
+    [found] = metadata_of(node, [topic]).topics
+    return found.partitions[0].leader_id, found.partitions[0].leader_epoch
+
+
+def poll_values(consumer: Consumer, count: int, timeout_s: float = 30) -> list[str]:
+    values = []
+    deadline = time.monotonic() + timeout_s
+    while len(values) < count and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and message.error() is None:
+            values.append(message.value().decode())
+    return values

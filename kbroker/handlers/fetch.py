@@ -16,7 +16,7 @@ import time
 import trio
 
 from kbroker import handlers
-from kbroker.handlers.leader_hints import hint_leader, node_endpoints
+from kbroker.handlers.leader_hints import hint_leader, leader_epoch_error, node_endpoints
 from kbroker.security.acls import AclOperation, ResourceType
 from kbroker.security.authorization import allowed, allowed_on_cluster
 from kbroker.security.quotas import CONSUMER_BYTE_RATE
@@ -125,11 +125,8 @@ def _read(broker, request, context):
 
 def _fenced(partition, wanted, result) -> bool:
     """A fetch at another leader epoch than this leader's (KIP-320): the client's metadata is stale."""
-    epoch = wanted.current_leader_epoch
-    if epoch is None or epoch < 0 or epoch == partition.leader_epoch:
-        return False
-    result.error_code = ErrorCode.FENCED_LEADER_EPOCH if epoch < partition.leader_epoch else ErrorCode.UNKNOWN_LEADER_EPOCH
-    return True
+    result.error_code = leader_epoch_error(partition, wanted.current_leader_epoch)
+    return result.error_code != ErrorCode.NONE
 
 
 def _diverged(partition, wanted, result) -> bool:

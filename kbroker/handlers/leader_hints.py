@@ -4,6 +4,8 @@ the new leader at once instead of asking for metadata first (Produce v10+, Fetch
 
 from __future__ import annotations
 
+from wire.errors import ErrorCode
+
 
 def hint_leader(topic, index: int, result, leaders: set[int]) -> None:
     """Put the partition's leader into ``result.current_leader``; remember it for ``node_endpoints``."""
@@ -16,3 +18,11 @@ def hint_leader(topic, index: int, result, leaders: set[int]) -> None:
 def node_endpoints(image, leaders: set[int], response_class, listener: str) -> list:
     return [response_class.NodeEndpoint(node_id=broker.node_id, host=host, port=port, rack=broker.rack)
             for broker, host, port in image.live_addresses(listener) if broker.node_id in leaders]
+
+
+def leader_epoch_error(partition, current_leader_epoch: int | None) -> int:
+    """KIP-320: a request naming another leader epoch than this leader's comes from stale metadata:
+    FENCED_LEADER_EPOCH when it is older, UNKNOWN_LEADER_EPOCH when it is newer; -1 (or none) skips."""
+    if current_leader_epoch is None or current_leader_epoch < 0 or current_leader_epoch == partition.leader_epoch:
+        return ErrorCode.NONE
+    return ErrorCode.FENCED_LEADER_EPOCH if current_leader_epoch < partition.leader_epoch else ErrorCode.UNKNOWN_LEADER_EPOCH

@@ -1,6 +1,7 @@
 """ListOffsets (2): earliest, latest, max timestamp, or the first offset at a timestamp."""
 
 from kbroker import handlers
+from kbroker.handlers.leader_hints import leader_epoch_error
 from kbroker.security.acls import AclOperation, ResourceType
 from kbroker.security.authorization import allowed
 from log.partition_log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
@@ -34,6 +35,9 @@ async def handle(broker, context, request):
                 result.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
                 continue
             partition = broker.partition(topic.name, wanted.partition_index)
+            result.error_code = leader_epoch_error(partition, wanted.current_leader_epoch)
+            if result.error_code != ErrorCode.NONE:
+                continue
             # Consumers must not be told about offsets they cannot read yet.
             visible = partition.last_stable_offset if request.isolation_level == READ_COMMITTED else partition.high_watermark
             if wanted.timestamp == LATEST_TIMESTAMP:

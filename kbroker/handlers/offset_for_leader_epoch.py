@@ -1,0 +1,50 @@
+"""OffsetForLeaderEpoch (23): where a leader epoch ends in this leader's log (KIP-101, KIP-320).
+
+A consumer whose partition changed leaders asks for the end of the epoch of the last record it
+consumed: an end below its position means the log it read from was truncated, and it must
+reset. The answer comes from the leader-epoch checkpoint: the largest epoch at or below the one
+asked for, and the start of the next epoch, or the log end offset for the latest one. Replica ids
+of brokers (v3+) need CLUSTER_ACTION; anyone else needs DESCRIBE on the topic, as in Kafka.
+"""
+
+from kbroker import handlers
+from kbroker.handlers.leader_hints import leader_epoch_error
+from kbroker.security.acls import AclOperation, ResourceType
+from kbroker.security.authorization import allowed, allowed_on_cluster
+from wire.errors import ErrorCode
+from wire.schema import API_BY_NAME
+
+OffsetForLeaderEpochResponse = API_BY_NAME["OffsetForLeaderEpoch"].response_class
+TopicResult = OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult
+EpochEndOffset = TopicResult.EpochEndOffset
+
+
+@handlers.handles("OffsetForLeaderEpoch", 2, 4)
+async def handle(broker, context, request):
+    cluster_action = allowed_on_cluster(broker, context, AclOperation.CLUSTER_ACTION)
+    topics = []
+    for wanted_topic in request.topics:
+        topic = broker.image.topics.get(wanted_topic.topic)
+        described = cluster_action or allowed(broker, context, AclOperation.DESCRIBE, ResourceType.TOPIC,
+                                              wanted_topic.topic)
+        results = [_end_of_epoch(broker, topic, wanted, described) for wanted in wanted_topic.partitions]
+        topics.append(TopicResult(topic=wanted_topic.topic, partitions=results))
+    return OffsetForLeaderEpochResponse(topics=topics)
+
+
+def _end_of_epoch(broker, topic, wanted, described: bool) -> EpochEndOffset:
+    result = EpochEndOffset(partition=wanted.partition)
+    if not described:
+        result.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    elif topic is None or not 0 <= wanted.partition < len(topic.partitions):
+        result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    elif not broker.leads(topic, wanted.partition):
+        result.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+    else:
+        partition = broker.partition(topic.name, wanted.partition)
+        result.error_code = leader_epoch_error(partition, wanted.current_leader_epoch)
+        epochs = partition.log.leader_epochs
+        if result.error_code == ErrorCode.NONE and epochs is not None:
+            result.leader_epoch, result.end_offset = epochs.end_offset_for(wanted.leader_epoch,
+                                                                           partition.log.log_end_offset)
+    return result
