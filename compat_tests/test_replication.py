@@ -69,6 +69,17 @@ class Writer:
         self.producer.flush(150)
 
 
+def start_writing(cluster: Quorum) -> Writer:
+    """Starts the cluster, makes the topic (replication factor 3, min.insync.replicas=2) and a Writer at it."""
+    cluster.start()
+    admin = AdminClient({"bootstrap.servers": cluster.node(1).bootstrap})
+    admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3, config={"min.insync.replicas": "2"})])[TOPIC].result(15)
+    until(lambda: leader_of(cluster, 0) > 0, 15, "a leader")
+    writer = Writer(",".join(node.bootstrap for node in cluster.nodes))
+    writer.thread.start()
+    return writer
+
+
 def leader_of(cluster: Quorum, partition: int) -> int:
     for node in cluster.nodes:
         if node.running:
@@ -149,12 +160,7 @@ def test_no_acknowledged_write_is_lost_under_a_nemesis(tmp_path, fault):
     link between brokers slow and lossy and cut one of the leader's; then heal, cycle after cycle."""
     cluster = Quorum(tmp_path, combined=True, overrides=FAST_FAILOVER, proxied=fault is not kill_and_restart)
     try:
-        cluster.start()
-        admin = AdminClient({"bootstrap.servers": cluster.node(1).bootstrap})
-        admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3, config={"min.insync.replicas": "2"})])[TOPIC].result(15)
-        until(lambda: leader_of(cluster, 0) > 0, 15, "a leader")
-        writer = Writer(",".join(node.bootstrap for node in cluster.nodes))
-        writer.thread.start()
+        writer = start_writing(cluster)
         faults = []
         for cycle in range(CYCLES):
             time.sleep(1.0)
@@ -191,12 +197,7 @@ def test_a_clean_stop_hands_its_leaderships_over_before_the_process_exits(tmp_pa
     throughout loses nothing."""
     cluster = Quorum(tmp_path, combined=True, overrides=("broker.session.timeout.ms=60000",))
     try:
-        cluster.start()
-        admin = AdminClient({"bootstrap.servers": cluster.node(1).bootstrap})
-        admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3, config={"min.insync.replicas": "2"})])[TOPIC].result(15)
-        until(lambda: leader_of(cluster, 0) > 0, 15, "a leader")
-        writer = Writer(",".join(node.bootstrap for node in cluster.nodes))
-        writer.thread.start()
+        writer = start_writing(cluster)
         time.sleep(1)
         victim = cluster.node(leader_of(cluster, 0))
         rest = [node for node in cluster.nodes if node is not victim]
