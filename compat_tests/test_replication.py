@@ -209,7 +209,10 @@ def test_a_clean_stop_hands_its_leaderships_over_before_the_process_exits(tmp_pa
                 .topics[TOPIC].partitions.values()
             return all(p.leader in {n.node_id for n in rest} and victim.node_id not in p.isrs for p in partitions)
 
-        until(lambda: all(handed_over(node) for node in rest), 10, "the stopped broker's leaderships elsewhere")
+        try:
+            until(lambda: all(handed_over(node) for node in rest), 10, "the stopped broker's leaderships elsewhere")
+        except AssertionError as error:
+            raise AssertionError(f"{error}; the stopped broker's log ends:\n{victim.log_tail(15)}") from None
         print(f"\nbroker {victim.node_id} stopped cleanly; every survivor shows its leaderships moved and it out "
               f"of every ISR {time.monotonic() - stopped_at:.1f} s after SIGTERM (session timeout 60 s)")
         time.sleep(1)

@@ -54,21 +54,30 @@ class BrokerLifecycle:
                     break
                 await trio.sleep(self.interval_s)
 
-    async def shut_down(self, deadline_s: float = 2.0) -> None:
-        """Controlled shutdown: heartbeat asking to shut down until the controller agrees (bounded)."""
+    async def shut_down(self) -> None:
+        """Controlled shutdown: heartbeat asking to shut down until the controller agrees, its leaderships
+        moved. Bounded by broker.session.timeout.ms (Kafka waits longer): by then the controller would
+        have fenced this broker anyway, so waiting on gains nothing."""
         if self.broker_epoch < 0:
             return
-        with trio.move_on_after(deadline_s):
+        started = time.monotonic()
+        with trio.move_on_after(self.session_timeout_s):
             while True:
                 request = self._heartbeat_request(want_shut_down=True)
                 try:
                     response = await self.channel.call("BrokerHeartbeat", _HEARTBEAT_VERSION, request,
-                                                       deadline_s=deadline_s)
+                                                       deadline_s=self.session_timeout_s)
                 except ControllerUnavailable:
-                    return
+                    break
                 if response.error_code != ErrorCode.NONE or response.should_shut_down:
+                    logger.info("broker %d: controlled shutdown %s after %.2f s", self.broker.node_id,
+                                "approved" if response.should_shut_down else ErrorCode(response.error_code).name,
+                                time.monotonic() - started)
                     return
                 await trio.sleep(0.05)
+        logger.warning("broker %d: no controller approved the controlled shutdown within %.1f s; stopping anyway "
+                       "(the controller fences this broker when its session runs out)", self.broker.node_id,
+                       self.session_timeout_s)
 
     async def _register(self, listeners: tuple[tuple[str, str, int, int], ...], rack: str | None) -> None:
         """Register with every listener, as (name, host, port, security protocol id), inter-broker first."""
