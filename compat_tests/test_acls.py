@@ -133,6 +133,33 @@ def test_metadata_leaves_out_topics_the_principal_may_not_describe(broker):
     assert [(b.principal, b.operation) for b in described] == [("User:alice", AclOperation.READ)]
 
 
+def test_offset_for_leader_epoch_needs_describe_on_the_topic(broker):
+    """Asked through kbroker's own blocking client, logged in with SASL PLAIN."""
+    from kbroker.tools.client import Connection
+    from kbroker.tools.client_config import ClientSecurity
+    from wire.errors import ErrorCode
+    from wire.schema import API_BY_NAME
+
+    request = API_BY_NAME["OffsetForLeaderEpoch"].request_class
+    topic = _topic(broker)
+
+    def end_of_epoch(user: str) -> int:
+        connection = Connection("127.0.0.1", broker.ports["SASL_PLAINTEXT"], 10,
+                                ClientSecurity("SASL_PLAINTEXT", None, "PLAIN", user, USERS[user]))
+        try:
+            answer = connection.call("OffsetForLeaderEpoch", replica_id=-1, topics=[request.OffsetForLeaderTopic(
+                topic=topic, partitions=[request.OffsetForLeaderTopic.OffsetForLeaderPartition(
+                    partition=0, current_leader_epoch=-1, leader_epoch=0)])])
+            return answer.topics[0].partitions[0].error_code
+        finally:
+            connection.close()
+
+    assert end_of_epoch("alice") == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    assert end_of_epoch("admin") == ErrorCode.NONE
+    _grant(broker, _acl(ResourceType.TOPIC, topic, "User:alice", AclOperation.DESCRIBE))
+    assert end_of_epoch("alice") == ErrorCode.NONE
+
+
 def test_consuming_with_a_group_needs_read_on_the_group(broker):
     topic, group = _topic(broker), f"group-{uuid.uuid4().hex[:6]}"
     _grant(broker, _acl(ResourceType.TOPIC, topic, "User:alice", AclOperation.ALL))
