@@ -25,9 +25,13 @@ from kafka import KafkaAdminClient
 from kafka import TopicPartition as KafkaTopicPartition
 from kafka.admin import NewTopic as KafkaNewTopic
 
+from compat_tests import raw_client
 from compat_tests.quorum_process import Quorum, read_to_end, until
 from compat_tests.replication_checker import check
 from log.partition_log import Log
+from wire.errors import ErrorCode
+from wire.records import Record, build_batch
+from wire.schema import API_BY_NAME
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -223,6 +227,57 @@ def test_a_clean_stop_hands_its_leaderships_over_before_the_process_exits(tmp_pa
         assert verdict.acknowledged > 100 and verdict.anomalies == 0, (verdict.lost[:5], verdict.reordered[:5])
     finally:
         cluster.close()
+
+
+def test_an_isr_shrinking_under_a_waiting_produce_answers_not_enough_replicas_after_append(tmp_path):
+    """Kafka's two refusals of acks=all. The followers' fetches to the leader are blackholed (their other
+    links, and the clients', go through): an acks=all produce is written at the leader and waits;
+    after replica.lag.time.max.ms the leader shrinks the ISR to itself, the high watermark passes the
+    record with the ISR below min.insync.replicas=2, so it is answered NOT_ENOUGH_REPLICAS_AFTER_APPEND
+    (written, not replicated enough). The next is refused before any write: NOT_ENOUGH_REPLICAS. Healed,
+    the followers catch up, rejoin the ISR, and writes are acknowledged again."""
+    cluster = Quorum(tmp_path, combined=True, overrides=FAST_FAILOVER, proxied=True)
+    try:
+        cluster.start()
+        admin = AdminClient({"bootstrap.servers": cluster.node(1).bootstrap})
+        admin.create_topics([NewTopic("shrinking", 1, 3, config={"min.insync.replicas": "2"})])["shrinking"].result(15)
+        until(lambda: len(isr_of(admin, "shrinking")) == 3, 15, "three in-sync replicas")
+        leader = cluster.node(admin.list_topics("shrinking", timeout=5).topics["shrinking"].partitions[0].leader)
+        port = leader.reachable_port("broker")
+        assert produce_raw(port, "shrinking", b"replicated") == ErrorCode.NONE
+        for follower in cluster.nodes:
+            if follower is not leader:
+                leader.proxies["broker"].blackhole(follower.node_id)
+        assert produce_raw(port, "shrinking", b"written, not replicated") == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        until(lambda: isr_of(admin, "shrinking") == [leader.node_id], 10, "every broker to show the ISR shrunk")
+        assert produce_raw(port, "shrinking", b"refused") == ErrorCode.NOT_ENOUGH_REPLICAS
+        cluster.heal_links()
+        until(lambda: len(isr_of(admin, "shrinking")) == 3, 30, "the followers back in the ISR")
+        assert produce_raw(port, "shrinking", b"after") == ErrorCode.NONE
+        consumer = Consumer({"bootstrap.servers": leader.bootstrap, "group.id": "shrinking",
+                             "enable.partition.eof": True, "auto.offset.reset": "earliest"})
+        try:
+            consumer.assign([TopicPartition("shrinking", 0, 0)])
+            values = [value for _, _, value in read_to_end(consumer, 1, timeout_s=30)]
+        finally:
+            consumer.close()
+        assert values == [b"replicated", b"written, not replicated", b"after"]
+    finally:
+        cluster.close()
+
+
+def isr_of(admin: AdminClient, topic: str) -> list[int]:
+    return sorted(admin.list_topics(topic, timeout=5).topics[topic].partitions[0].isrs)
+
+
+def produce_raw(port: int, topic: str, value: bytes) -> int:
+    """One acks=all record to partition 0 in a Produce v9 request of our own (no client retries it)."""
+    request = API_BY_NAME["Produce"].request_class
+    data = request.TopicProduceData
+    response = raw_client.call(port, "Produce", 9, request(
+        transactional_id=None, acks=-1, timeout_ms=15000, topic_data=[data(name=topic, partition_data=[
+            data.PartitionProduceData(index=0, records=build_batch([Record(value=value)]))])]), timeout_s=30)
+    return response.responses[0].partition_responses[0].error_code
 
 
 def test_with_two_of_three_replicas_down_acks_all_is_refused_until_they_return(tmp_path):

@@ -6,7 +6,8 @@ each partition this broker leads:
 - a follower in the ISR that has not fetched from the log end for
   ``replica.lag.time.max.ms`` leaves it: the high watermark stops waiting for it;
 - a replica outside the ISR whose fetches reached the high watermark and this
-  leader's epoch joins it again.
+  leader's epoch joins it again; never one this round found lagging, which sits
+  at the high watermark only because the high watermark waits for it.
 
 The change goes to the active controller as AlterPartition, at the leader and
 partition epochs of the image; until the image shows the result, the high
@@ -60,12 +61,16 @@ class IsrManager:
                 continue  # the image is ahead of this replica's view: the next update settles it
             isr = [r for r in state.isr if r == broker.node_id
                    or now_ms - partition.caught_up_ms.get(r, now_ms) <= self.lag_max_ms]
+            lagging = set(state.isr) - set(isr)
             epoch_start = partition.log.leader_epochs.epoch_entry(partition.leader_epoch)
             start = epoch_start.start_offset if epoch_start is not None else 0
             for replica in state.replicas:
+                # A follower that stopped fetching sits at the high watermark it holds back: at the
+                # high watermark, but not back in the ISR until its fetches reach it again (Kafka
+                # weighs a follower for the ISR when it fetches; see the module's docstring).
                 offset = partition.follower_offsets.get(replica, -1)
-                if (replica not in isr and replica in live and offset >= partition.high_watermark
-                        and offset >= start):
+                if (replica not in isr and replica not in lagging and replica in live
+                        and offset >= partition.high_watermark and offset >= start):
                     isr.append(replica)
             if set(isr) != set(state.isr) and broker.node_id in isr:
                 found.append((partition, state, tuple(isr)))

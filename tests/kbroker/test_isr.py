@@ -1,0 +1,68 @@
+"""kbroker/isr.py's choice of ISR changes, on a real partition log with a stand-in broker."""
+
+from types import SimpleNamespace
+
+import pytest
+import trio
+
+from kbroker.flusher import Flusher
+from kbroker.isr import IsrManager
+from kbroker.replica import Partition
+from log.checkpoint import LeaderEpochCache, LeaderEpochCheckpointFile
+from log.config import LogConfig
+from log.partition_log import Log
+from wire.records import Record, build_batch
+
+pytestmark = pytest.mark.trio
+
+LAG_MAX_MS = 2000
+
+
+def leader_of_three(tmp_path, flusher) -> tuple[IsrManager, Partition, SimpleNamespace]:
+    log = Log.open(str(tmp_path / "p-0"), LogConfig())
+    log.leader_epochs = LeaderEpochCache(LeaderEpochCheckpointFile(str(tmp_path / "p-0" / "leader-epoch-checkpoint")))
+    partition = Partition("p", 0, log, flusher, 0, node_id=1, replicas=(1, 2, 3), isr=(1, 2, 3), leader=1)
+    state = SimpleNamespace(leader=1, leader_epoch=0, replicas=(1, 2, 3), isr=(1, 2, 3))
+    broker = SimpleNamespace(
+        node_id=1, replicas=lambda: [partition], config=SimpleNamespace(get=lambda name: LAG_MAX_MS),
+        image=SimpleNamespace(live_brokers=[SimpleNamespace(node_id=n) for n in (1, 2, 3)],
+                              topics={"p": SimpleNamespace(partitions=[state])}))
+    return IsrManager(broker), partition, state
+
+
+async def append_durably(partition: Partition, count: int) -> int:
+    for _ in range(count):
+        last = partition.append(bytearray(build_batch([Record(value=b"v")]))).last_offset
+    with trio.fail_after(10):
+        await partition.wait_durable(last)
+    return last
+
+
+async def test_followers_that_stop_fetching_leave_the_isr_though_the_high_watermark_waits_for_them(tmp_path):
+    """They sit at the high watermark only because it waits for them: that must not keep them in."""
+    flusher = Flusher()
+    manager, partition, _ = leader_of_three(tmp_path, flusher)
+    await append_durably(partition, 3)
+    partition.follower_fetched(2, 3, now_ms=1000)
+    partition.follower_fetched(3, 3, now_ms=1000)
+    assert partition.high_watermark == 3
+    await append_durably(partition, 1)  # offset 3 waits for both followers, which fetch no more
+    assert manager.changes(1000 + LAG_MAX_MS) == []
+    [(_, _, isr)] = manager.changes(1001 + LAG_MAX_MS)
+    assert isr == (1,)
+    flusher.stop()
+
+
+async def test_a_follower_out_of_the_isr_rejoins_once_its_fetches_reach_the_high_watermark(tmp_path):
+    flusher = Flusher()
+    manager, partition, state = leader_of_three(tmp_path, flusher)
+    state.isr = (1, 2)
+    partition.update(1, 0, (1, 2, 3), (1, 2))
+    await append_durably(partition, 4)
+    partition.follower_fetched(2, 4, now_ms=5000)
+    partition.follower_fetched(3, 2, now_ms=5000)
+    assert partition.high_watermark == 4 and manager.changes(5000) == []  # 3 is behind
+    partition.follower_fetched(3, 4, now_ms=5100)
+    [(_, _, isr)] = manager.changes(5100)
+    assert isr == (1, 2, 3)
+    flusher.stop()
