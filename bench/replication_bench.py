@@ -1,5 +1,6 @@
 """Replication's cost: produce throughput and acknowledgement latency on a 3-broker loopback cluster
-(replication factor 3, min.insync.replicas=2) with acks=all and acks=1, beside a single node, in one run.
+(replication factor 3, min.insync.replicas=2) with acks=all and acks=1, and with acks=all replicating over
+an SSL inter-broker listener (mutual TLS), beside a single node, in one run.
 
     python bench/replication_bench.py [--count 200000] [--size 100] [--rate 2000] [--seconds 5] [--dir /tmp]
 
@@ -30,7 +31,7 @@ from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 from broker_bench_clients import produce_throughput  # noqa: E402
 from compat_tests.broker_process import BrokerProcess  # noqa: E402
-from compat_tests.quorum_process import Quorum  # noqa: E402
+from compat_tests.quorum_process import Quorum, add_internal_listeners  # noqa: E402
 
 PARTITIONS = 6
 DEADLINE_S = 300
@@ -41,6 +42,21 @@ def create(bootstrap: str, topic: str, replication: int) -> None:
     config = {"min.insync.replicas": "2"} if replication > 1 else {}
     admin.create_topics([NewTopic(topic, PARTITIONS, replication, config=config)])[topic].result(30)
     time.sleep(1)  # every broker learns the leaders
+
+
+def tls_between_brokers(root: Path) -> Quorum:
+    """Three combined nodes replicating over an SSL inter-broker listener with client certificates
+    required (each fetch, marker and their answers encrypted); clients and the quorum on plaintext."""
+    from compat_tests.secure_broker import make_certificates
+
+    root.mkdir(parents=True)
+    certificates = make_certificates(root)
+    cluster = Quorum(root, combined=True, overrides=(
+        "listener.security.protocol.map=EXTERNAL:PLAINTEXT,INTERNAL:SSL,CONTROLLER:PLAINTEXT",
+        "inter.broker.listener.name=INTERNAL", "listener.name.internal.ssl.client.auth=required",
+        f"ssl.keystore.location={certificates.broker}", f"ssl.truststore.location={certificates.ca}"))
+    add_internal_listeners(cluster)
+    return cluster
 
 
 def latency(bootstrap: str, topic: str, acks: str, rate: int, seconds: float) -> tuple[float, float]:
@@ -91,16 +107,19 @@ def main() -> int:
             rows.append(measure("single node, acks=all", single.bootstrap, "single", "all", arguments))
         finally:
             single.kill()
-        cluster = Quorum(Path(root) / "cluster", combined=True)
-        try:
-            cluster.start()
-            bootstrap = ",".join(node.bootstrap for node in cluster.nodes)
-            for topic in ("all", "all-latency", "one", "one-latency"):
-                create(bootstrap, topic, 3)
-            rows.append(measure("3 brokers, RF=3, acks=all", bootstrap, "all", "all", arguments))
-            rows.append(measure("3 brokers, RF=3, acks=1", bootstrap, "one", "1", arguments))
-        finally:
-            cluster.close()
+        clusters = [(Quorum(Path(root) / "cluster", combined=True), ("all", "1"), ""),
+                    (tls_between_brokers(Path(root) / "tls"), ("all",), ", TLS between brokers")]
+        for cluster, acks_settings, how in clusters:
+            try:
+                cluster.start()
+                bootstrap = ",".join(node.bootstrap for node in cluster.nodes)
+                for acks in acks_settings:
+                    create(bootstrap, f"acks-{acks}", 3)
+                    create(bootstrap, f"acks-{acks}-latency", 3)
+                    rows.append(measure(f"3 brokers, RF=3, acks={acks}{how}", bootstrap, f"acks-{acks}", acks,
+                                        arguments))
+            finally:
+                cluster.close()
     base = rows[0]
     for row in rows[1:]:
         print(f"{row['name']} / single node acks=all: throughput x{row['msg_s'] / base['msg_s']:.2f}, "

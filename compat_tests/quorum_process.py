@@ -178,6 +178,18 @@ class Quorum:
 
 
 
+def add_internal_listeners(cluster: Quorum) -> dict[int, int]:
+    """Gives each node three listeners: EXTERNAL on its client port (what ``bootstrap`` reaches), INTERNAL
+    on a new port (for inter.broker.listener.name=INTERNAL) and CONTROLLER; the INTERNAL ports by node id."""
+    ports = {}
+    for node in cluster.nodes:
+        ports[node.node_id] = free_port()
+        node.overrides += (f"listeners=EXTERNAL://127.0.0.1:{node.client_port},"
+                           f"INTERNAL://127.0.0.1:{ports[node.node_id]},"
+                           f"CONTROLLER://127.0.0.1:{node.controller_port}",)
+    return ports
+
+
 def until(condition, timeout_s: float, what: str):
     """``condition()``'s first true value, asked every 50 ms for at most ``timeout_s``."""
     deadline = time.monotonic() + timeout_s

@@ -11,7 +11,7 @@ import pytest
 
 from compat_tests import raw_client
 from compat_tests.broker_process import free_port
-from compat_tests.quorum_process import Quorum, read_to_end, until
+from compat_tests.quorum_process import Quorum, add_internal_listeners, read_to_end, until
 from compat_tests.secure_broker import make_certificates
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
@@ -129,13 +129,7 @@ def _secured_cluster(tmp_path, layout: str) -> tuple[Quorum, dict[int, int]]:
         f"ssl.keystore.location={certificates.broker}", f"ssl.truststore.location={certificates.ca}",
         "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
         "allow.everyone.if.no.acl.found=false"))
-    internal_ports = {}
-    for node in cluster.nodes:
-        internal_ports[node.node_id] = free_port()
-        node.overrides += (f"listeners=EXTERNAL://127.0.0.1:{node.client_port},"
-                           f"INTERNAL://127.0.0.1:{internal_ports[node.node_id]},"
-                           f"CONTROLLER://127.0.0.1:{node.controller_port}",)
-    return cluster, internal_ports
+    return cluster, add_internal_listeners(cluster)
 
 
 def _principal_of(pem_path: str) -> str:
