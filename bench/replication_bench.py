@@ -84,7 +84,7 @@ def measure(name: str, bootstrap: str, topic: str, acks: str, arguments) -> dict
     p50, p99 = latency(bootstrap, topic + "-latency", acks, arguments.rate, arguments.seconds)
     row = {"name": name, "mb_s": result["bytes"] / result["seconds"] / 1e6,
            "msg_s": result["messages"] / result["seconds"], "p50": p50, "p99": p99}
-    print(f"{name:34} {row['mb_s']:7.1f} MB/s {row['msg_s']:10,.0f} msg/s   p50 {p50:6.2f} ms  p99 {p99:6.2f} ms",
+    print(f"{name:46} {row['mb_s']:7.1f} MB/s {row['msg_s']:10,.0f} msg/s   p50 {p50:6.2f} ms  p99 {p99:6.2f} ms",
           flush=True)
     return row
 
