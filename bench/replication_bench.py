@@ -31,7 +31,7 @@ from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 from broker_bench_clients import produce_throughput  # noqa: E402
 from compat_tests.broker_process import BrokerProcess  # noqa: E402
-from compat_tests.quorum_process import Quorum, add_internal_listeners  # noqa: E402
+from compat_tests.quorum_process import Quorum, add_listener  # noqa: E402
 
 PARTITIONS = 6
 DEADLINE_S = 300
@@ -55,7 +55,7 @@ def tls_between_brokers(root: Path) -> Quorum:
         "listener.security.protocol.map=EXTERNAL:PLAINTEXT,INTERNAL:SSL,CONTROLLER:PLAINTEXT",
         "inter.broker.listener.name=INTERNAL", "listener.name.internal.ssl.client.auth=required",
         f"ssl.keystore.location={certificates.broker}", f"ssl.truststore.location={certificates.ca}"))
-    add_internal_listeners(cluster)
+    add_listener(cluster, "INTERNAL", client_listener="EXTERNAL")
     return cluster
 
 

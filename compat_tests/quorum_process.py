@@ -178,14 +178,14 @@ class Quorum:
 
 
 
-def add_internal_listeners(cluster: Quorum) -> dict[int, int]:
-    """Gives each node three listeners: EXTERNAL on its client port (what ``bootstrap`` reaches), INTERNAL
-    on a new port (for inter.broker.listener.name=INTERNAL) and CONTROLLER; the INTERNAL ports by node id."""
+def add_listener(cluster: Quorum, name: str, client_listener: str = "PLAINTEXT") -> dict[int, int]:
+    """Gives each node a listener ``name`` on a new port, beside its client listener (on its client port,
+    what ``bootstrap`` reaches, named ``client_listener``) and CONTROLLER; the new ports by node id."""
     ports = {}
     for node in cluster.nodes:
         ports[node.node_id] = free_port()
-        node.overrides += (f"listeners=EXTERNAL://127.0.0.1:{node.client_port},"
-                           f"INTERNAL://127.0.0.1:{ports[node.node_id]},"
+        node.overrides += (f"listeners={client_listener}://127.0.0.1:{node.client_port},"
+                           f"{name}://127.0.0.1:{ports[node.node_id]},"
                            f"CONTROLLER://127.0.0.1:{node.controller_port}",)
     return ports
 

@@ -10,8 +10,7 @@ from __future__ import annotations
 import pytest
 
 from compat_tests import raw_client
-from compat_tests.broker_process import free_port
-from compat_tests.quorum_process import Quorum, add_internal_listeners, read_to_end, until
+from compat_tests.quorum_process import Quorum, add_listener, read_to_end, until
 from compat_tests.secure_broker import make_certificates
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
@@ -54,12 +53,7 @@ def _knows(node) -> bool:
 
 def test_credentials_and_acls_reach_every_broker_and_survive_restarts(tmp_path):
     cluster = Quorum(tmp_path, combined=True, overrides=SECURITY)
-    sasl_ports = {}
-    for node in cluster.nodes:
-        sasl_ports[node.node_id] = free_port()
-        node.overrides += (f"listeners=PLAINTEXT://127.0.0.1:{node.client_port},"
-                           f"CONTROLLER://127.0.0.1:{node.controller_port},"
-                           f"SASL_PLAINTEXT://127.0.0.1:{sasl_ports[node.node_id]}",)
+    sasl_ports = add_listener(cluster, "SASL_PLAINTEXT")
     try:
         cluster.start()
         admin = AdminClient({"bootstrap.servers": cluster.nodes[0].bootstrap})
@@ -129,7 +123,7 @@ def _secured_cluster(tmp_path, layout: str) -> tuple[Quorum, dict[int, int]]:
         f"ssl.keystore.location={certificates.broker}", f"ssl.truststore.location={certificates.ca}",
         "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
         "allow.everyone.if.no.acl.found=false"))
-    return cluster, add_internal_listeners(cluster)
+    return cluster, add_listener(cluster, "INTERNAL", client_listener="EXTERNAL")
 
 
 def _principal_of(pem_path: str) -> str:

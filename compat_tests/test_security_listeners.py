@@ -1,8 +1,9 @@
 """Stock clients over TLS and SASL (issue 11, point 1): confluent-kafka and kafka-python produce and
 consume over SSL with client certificates, SASL_SSL with SCRAM-SHA-256 and SCRAM-SHA-512, and
 SASL_PLAINTEXT with PLAIN; a wrong password, an unknown user, a missing or untrusted client
-certificate cannot produce, consume or list topics. kbroker's own admin commands connect each way
-too, from a --command-config file."""
+certificate cannot produce, consume or list topics. With ssl.client.auth=requested a certificate
+names the client and none is needed. kbroker's own admin commands connect each way too, from a
+--command-config file."""
 
 from __future__ import annotations
 
@@ -182,3 +183,44 @@ def test_a_command_config_it_cannot_use_is_refused_naming_the_setting(broker, tm
         refused = _admin_command(broker, tmp_path, {"bootstrap.servers": broker.address("SSL"), **settings},
                                  "topics", "list")
         assert refused.returncode == 2 and named in refused.stderr, refused.stderr
+
+
+def test_a_requested_client_certificate_names_the_client_when_given_and_is_not_needed(tmp_path):
+    """ssl.client.auth=requested: a client without a certificate is served as User:ANONYMOUS, one with a
+    certificate the broker trusts as the certificate's subject; a certificate from a CA the broker does
+    not trust is refused all the same (the request log names each principal)."""
+    from cryptography import x509
+
+    from compat_tests.broker_process import BrokerProcess, free_port
+
+    certificates = make_certificates(tmp_path)
+    ssl_port = free_port()
+    process = BrokerProcess(tmp_path / "data", None, f"listeners=SSL://127.0.0.1:{ssl_port}",
+                            "inter.broker.listener.name=SSL",
+                            f"ssl.keystore.location={certificates.broker}",
+                            f"ssl.truststore.location={certificates.ca}", "ssl.client.auth=requested",
+                            "logging.requests=true")
+    process.start()
+    try:
+        tls = {"bootstrap.servers": f"127.0.0.1:{ssl_port}", "security.protocol": "SSL",
+               "ssl.ca.location": certificates.ca, "message.timeout.ms": 5000}
+
+        def produce(**certificate) -> bool:
+            producer = Producer({**tls, **certificate})
+            outcome = []
+            producer.produce("requested", b"v", on_delivery=lambda error, _message: outcome.append(error))
+            producer.flush(15)
+            return len(outcome) == 1 and outcome[0] is None  # (a KafkaError cannot be compared with None)
+
+        assert produce()  # topics are created on first use here
+        assert produce(**{"ssl.certificate.location": certificates.client_cert,
+                          "ssl.key.location": certificates.client_key})
+        assert not produce(**{"ssl.certificate.location": certificates.stranger_cert,
+                              "ssl.key.location": certificates.stranger_key})
+        with open(certificates.client_cert, "rb") as file:
+            subject = x509.load_pem_x509_certificate(file.read()).subject.rfc4514_string()
+        principals = {line.split("(", 1)[1].split(")", 1)[0] for line in process.log_tail
+                      if "Produce v" in line and "(" in line}
+        assert principals == {"User:ANONYMOUS", f"User:{subject}"}, principals
+    finally:
+        process.kill()
