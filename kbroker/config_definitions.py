@@ -392,15 +392,16 @@ SETTINGS: tuple[Setting, ...] = (
 
 SETTINGS_BY_NAME: dict[str, Setting] = {setting.name: setting for setting in SETTINGS}
 
+SETTINGS_BY_ATTRIBUTE: dict[str, Setting] = {setting.attribute: setting for setting in SETTINGS}
+SETTINGS_BY_ENVIRONMENT: dict[str, Setting] = {setting.environment_variable: setting for setting in SETTINGS}
+assert len(SETTINGS_BY_NAME) == len(SETTINGS_BY_ATTRIBUTE) == len(SETTINGS_BY_ENVIRONMENT) == len(SETTINGS)
+
 # Kafka's defaults where the single node's differ, for a node of a cluster: the settings not given.
 CLUSTER_DEFAULTS: dict[str, object] = {
     "offsets.topic.replication.factor": 3,
     "transaction.state.log.replication.factor": 3,
     "transaction.state.log.min.isr": 2,
 }
-SETTINGS_BY_ATTRIBUTE: dict[str, Setting] = {setting.attribute: setting for setting in SETTINGS}
-SETTINGS_BY_ENVIRONMENT: dict[str, Setting] = {setting.environment_variable: setting for setting in SETTINGS}
-assert len(SETTINGS_BY_NAME) == len(SETTINGS_BY_ATTRIBUTE) == len(SETTINGS_BY_ENVIRONMENT) == len(SETTINGS)
 assert all(setting.type in TYPES for setting in SETTINGS)
 
 # Topic config -> the broker settings that supply its default, first set one wins (Kafka's

@@ -48,6 +48,8 @@ class FileRegion(Region):
         count, position, end = 0, self.position, self.position + self.length
         while position + HEADER_SIZE <= end:
             header = BatchHeader.read(os.pread(self.fd, HEADER_SIZE, position))
+            if header.size < HEADER_SIZE:  # not a batch the log wrote: never loop in place
+                break
             position += header.size
             if position > end:
                 break

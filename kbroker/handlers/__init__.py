@@ -117,8 +117,8 @@ def admit_mutations(broker, context, items: list, permits, strict_from: int) -> 
     return admitted, refused
 
 
-_MODULES = ("api_versions", "metadata", "create_topics", "delete_topics", "produce", "fetch", "list_offsets", "offset_for_leader_epoch",
-            "init_producer_id",
+_MODULES = ("api_versions", "metadata", "create_topics", "delete_topics", "produce", "fetch", "list_offsets",
+            "offset_for_leader_epoch", "init_producer_id",
             "describe_configs", "alter_configs", "incremental_alter_configs",
             "create_partitions", "elect_leaders", "alter_partition_reassignments", "delete_records", "describe_cluster", "describe_log_dirs", "describe_producers",
             "describe_topic_partitions", "get_telemetry_subscriptions", "find_coordinator",

@@ -57,10 +57,10 @@ def _answered(broker, context, request, response, fetched_bytes: int):
             for topic in response.responses:
                 name = topic.topic or broker.image.topic_names.get(topic.topic_id, "")
                 for partition in topic.partitions:
-                    records = partition.records
+                    records = partition.records  # bytes, or a file region of which only batch headers are read
                     if isinstance(records, bytes):
-                        broker.metrics.fetched(name, len(records), count_records(records) if records else 0)
-                    else:  # a file region: only its batch headers are read
+                        broker.metrics.fetched(name, len(records), count_records(records))
+                    else:
                         broker.metrics.fetched(name, records.length, records.record_count())
     return response
 

@@ -19,7 +19,7 @@ import pytest
 from log.config import LogConfig
 from log.index import CorruptIndexError, OffsetIndex, TimeIndex
 from log.partition_log import MAX_TIMESTAMP, Log, OffsetOutOfRange, OffsetsOutOfOrder
-from log.segment import LogSegment, SegmentSettings
+from log.segment import FileRegion, LogSegment, SegmentSettings
 from wire.records import LOG_APPEND_TIME, BatchHeader, Record, build_batch, iter_batches, validate_batch
 
 
@@ -266,6 +266,16 @@ def test_a_regions_record_count_is_of_its_whole_batches(segment):
     cut = segment.read(50, len(segment.data[0]) + 70, None, True)  # ends inside the second batch's records
     assert cut.record_count() == 2
     assert segment.read(50, len(segment.data[0]) + 20, None, True).record_count() == 2  # inside its header
+
+
+def test_a_region_of_what_is_not_a_batch_counts_nothing_and_stops(tmp_path):
+    path = tmp_path / "garbage"
+    path.write_bytes(struct.pack(">qi", 0, -12) + bytes(200))  # a batch length that would not move on
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        assert FileRegion(fd, 0, 212).record_count() == 0
+    finally:
+        os.close(fd)
 
 
 def test_find_offset_by_timestamp_is_the_first_record_at_or_after(segment):
