@@ -23,6 +23,7 @@ import trio
 
 from kbroker.config import BrokerConfig
 from kbroker.controller.channel import ControllerChannel, ControllerUnavailable
+from kbroker.data_directories import DataDirectories
 from kbroker.lifecycle import BrokerLifecycle
 from kbroker.fetcher import ReplicaFetchers
 from kbroker.flusher import Flusher
@@ -110,7 +111,20 @@ def settings_from_config(config: BrokerConfig, sockets: dict[str, tuple] | None 
 
 
 class Broker:
-    def __init__(self, settings: BrokerSettings, config: BrokerConfig | None = None, quorum=None) -> None:
+    def __init__(self, settings: BrokerSettings, config: BrokerConfig | None = None, quorum=None,
+                 directories: DataDirectories | None = None) -> None:
+        # Claimed first, before anything reads or writes them; the kbroker command claims them
+        # itself (before a controller in the same process opens the metadata log) and passes them in.
+        self._owns_directories = directories is None
+        self.directories = directories or DataDirectories.claim({os.path.abspath(settings.data_dir): "log.dirs"})
+        try:
+            self._open(settings, config, quorum)
+        except BaseException:
+            if self._owns_directories:
+                self.directories.release()
+            raise
+
+    def _open(self, settings: BrokerSettings, config: BrokerConfig | None, quorum) -> None:
         self.settings = settings
         self.node_id = settings.node_id
         self.config = config or BrokerConfig.load()
@@ -369,6 +383,8 @@ class Broker:
             self.logs.close()
             if self.metadata_log is not None:
                 self.metadata_log.close()
+            if self._owns_directories:
+                self.directories.release()
 
     def _advertised_endpoint(self, settings: BrokerSettings) -> BrokerEndpoint:
         """Where clients reach this broker on each listener: its advertised address, else the bound one."""

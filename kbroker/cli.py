@@ -18,6 +18,7 @@ import time
 
 from kbroker import __version__
 from kbroker.config import BrokerConfig, ConfigError
+from kbroker.data_directories import DataDirectories
 from kbroker.listen import bind_listeners
 from kbroker.logs import configure as configure_logging
 
@@ -88,6 +89,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"kbroker: {error}", file=sys.stderr)
         return 2
     configure_logging(config.get("logging.format"))
+    try:  # before anything reads or writes them; held until the process exits
+        directories = DataDirectories.of_config(config)
+    except ConfigError as error:
+        print(f"kbroker: {error}", file=sys.stderr)
+        return 2
     roles = set(config.process_roles)
     in_quorum = "controller" in roles and not config.is_embedded_quorum
     controllers = config.controller_listener_names
@@ -116,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         if "broker" in roles:
             from kbroker.broker import Broker, settings_from_config
 
-            node = Broker(settings_from_config(config, sockets), config, quorum=quorum)
+            node = Broker(settings_from_config(config, sockets), config, quorum=quorum, directories=directories)
     except ConfigError as error:
         print(f"kbroker: {error}", file=sys.stderr)
         return 2
