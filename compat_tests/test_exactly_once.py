@@ -9,7 +9,7 @@
   broker SIGKILLed or stopped and restarted in between; the history is checked
   by compat_tests/txn_checker.py (no aborted read, no lost committed write,
   every transaction whole, no duplicate, monotonic polls), which prints the
-  counts it checked. ``KBROKER_LONG=1`` runs it longer, with more restarts.
+  counts it checked. ``KBTEST_LONG=1`` runs it longer, with more restarts.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from compat_tests.txn_checker import Transaction, check
 
 TIMEOUT_S = 30
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-LONG = os.environ.get("KBROKER_LONG") == "1"
+LONG = os.environ.get("KBTEST_LONG") == "1"
 
 
 def create_topics(bootstrap, names, partitions):
@@ -222,8 +222,8 @@ def run_randomized_workload(bootstrap, ports, restart, restarts, between_s) -> d
     """Three transactional producers and two read_committed readers on topics jepsen-a and jepsen-b
     (3 partitions each, created by the caller) while ``restart(random)`` is called ``restarts``
     times; then the history goes through the checker. ``ports``: where to ask for offsets."""
-    seed = int(os.environ.get("KBROKER_TXN_SEED", random.randrange(1 << 30)))
-    print(f"seed {seed} (KBROKER_TXN_SEED={seed} replays the workload's choices)")
+    seed = int(os.environ.get("KBTEST_TXN_SEED", random.randrange(1 << 30)))
+    print(f"seed {seed} (KBTEST_TXN_SEED={seed} replays the workload's choices)")
     workload = Workload(bootstrap, ["jepsen-a", "jepsen-b"], 3, seed)
     threads = [threading.Thread(target=workload.run, args=(workload.produce, f"producer-{i}", seed + i))
                for i in range(3)]

@@ -4,7 +4,7 @@ Three combined broker+controller processes, a topic with replication factor 3 an
 min.insync.replicas=2, an idempotent confluent-kafka producer with acks=all writing
 all the while. The nemesis SIGKILLs the leader of a partition and restarts it, cuts
 its node off the network, blackholes its links to the other brokers, or makes the links
-between brokers slow and lossy and cuts one, then heals; ``KBROKER_NEMESIS_CYCLES`` cycles of
+between brokers slow and lossy and cuts one, then heals; ``KBTEST_NEMESIS_CYCLES`` cycles of
 each (10 by default). Also here: acks=all refused below min.insync.replicas, preferred leader
 election, and a reassignment under load.
 Afterwards compat_tests/replication_checker.py compares what the producer was told
@@ -35,7 +35,7 @@ from wire.schema import API_BY_NAME
 
 pytestmark = pytest.mark.timeout(900)
 
-CYCLES = int(os.environ.get("KBROKER_NEMESIS_CYCLES", "10"))
+CYCLES = int(os.environ.get("KBTEST_NEMESIS_CYCLES", "10"))
 TOPIC = "jepsen"
 PARTITIONS = 3
 FAST_FAILOVER = ("broker.session.timeout.ms=2000", "replica.lag.time.max.ms=2000")

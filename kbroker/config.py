@@ -42,8 +42,6 @@ from kbroker.config_definitions import (
 from log.config import LogConfig
 
 ENVIRONMENT_PREFIX = "KBROKER_"
-# KBROKER_ variables that are test knobs rather than settings (tests/log/test_crash.py).
-NOT_SETTINGS = frozenset({"KBROKER_CRASH_ITERATIONS", "KBROKER_CRASH_SEED"})
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 NON_ROUTABLE_HOST = "0.0.0.0"
 
@@ -200,7 +198,7 @@ def environment_originals(environ: Mapping[str, str]) -> list[Original]:
     """The settings among ``KBROKER_*`` variables; unknown ones come back under a guessed name, to be refused."""
     originals = []
     for variable, text in sorted(environ.items()):
-        if not variable.startswith(ENVIRONMENT_PREFIX) or variable in NOT_SETTINGS:
+        if not variable.startswith(ENVIRONMENT_PREFIX):
             continue
         setting = SETTINGS_BY_ENVIRONMENT.get(variable)
         name = setting.name if setting else variable[len(ENVIRONMENT_PREFIX):].lower().replace("_", ".")

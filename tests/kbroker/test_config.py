@@ -1,9 +1,11 @@
 """Broker configuration: Kafka's names and defaults, sources and precedence, properties syntax, validation."""
 
+import pathlib
+import re
+
 import pytest
 
 from kbroker.config import (
-    NOT_SETTINGS,
     BrokerConfig,
     ConfigError,
     Endpoint,
@@ -357,8 +359,10 @@ def test_invalid_environment_value_names_the_variable():
     assert "environment variable KBROKER_NUM_PARTITIONS" in str(error) and error.setting == "num.partitions"
 
 
-def test_test_knobs_with_the_prefix_are_not_settings():
-    assert BrokerConfig.load(environ={name: "7" for name in NOT_SETTINGS}).originals == {}
+def test_every_kbroker_variable_is_a_setting_and_the_test_knobs_are_not_kbroker_variables():
+    """The suite's knobs (KBTEST_*) cannot be mistaken for settings; a misspelt setting is still refused."""
+    assert BrokerConfig.load(environ={"KBTEST_LONG": "1", "KBTEST_TXN_SEED": "7"}).originals == {}
+    assert "did you mean" in str(error_of(environ={"KBROKER_NUM_PARTITION": "3"}))
 
 
 # --- retention, roll, flush and directory fallbacks ---
@@ -642,3 +646,14 @@ def test_brokers_of_a_cluster_may_reach_each_other_over_any_security_protocol():
     assert config.get("inter.broker.listener.name") == "SSL"
     assert config.security_protocol_map == {"SSL": "SSL", "CONTROLLER": "SASL_SSL"}
     assert config.get("sasl.mechanism.controller.protocol") == "SCRAM-SHA-512"
+
+
+def test_the_suites_own_knobs_are_not_read_as_settings():
+    """Every environment variable the tests and benchmarks read (and print as hints, e.g. KBTEST_TXN_SEED=...)
+    has a prefix of its own, so a broker started with them set still starts."""
+    root = pathlib.Path(__file__).resolve().parents[2]
+    read = re.compile(r"""os\.environ(?:\.get\(|\[)\s*["'](KB[A-Z_]+)["']""")
+    knobs = {name for folder in ("tests", "compat_tests", "spark_it", "bench")
+             for path in (root / folder).rglob("*.py") for name in read.findall(path.read_text())}
+    assert knobs and all(name.startswith("KBTEST_") for name in knobs), sorted(knobs)
+    assert BrokerConfig.load(environ={name: "1" for name in knobs}).originals == {}

@@ -11,8 +11,8 @@ batch byte for byte, as a gap-free prefix of what the writer produced, with
 nothing after a torn batch and no bytes after the last whole one; and appends
 go on.
 
-``KBROKER_CRASH_ITERATIONS`` (default 30) sets the number of kills,
-``KBROKER_CRASH_SEED`` the base seed; a failure names the iteration's seed.
+``KBTEST_CRASH_ITERATIONS`` (default 30) sets the number of kills,
+``KBTEST_CRASH_SEED`` the base seed; a failure names the iteration's seed.
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ from log.partition_log import Log
 from tests.log.crash_writer import TOPIC_PARTITION, batch_for, partition_directory, record_count
 from wire.records import iter_batches, stamp_base_offset
 
-ITERATIONS = int(os.environ.get("KBROKER_CRASH_ITERATIONS", "30"))
-BASE_SEED = int(os.environ.get("KBROKER_CRASH_SEED", "3141"))
+ITERATIONS = int(os.environ.get("KBTEST_CRASH_ITERATIONS", "30"))
+BASE_SEED = int(os.environ.get("KBTEST_CRASH_SEED", "3141"))
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _ACK_WAIT_S = 20.0
 _NEWLINE = b"\n"

@@ -1,7 +1,7 @@
 """raft/node.py under the deterministic simulator (tests/raft/simulator.py): many seeds, faults on.
 
-500 seeds run by default (a few seconds); ``KBROKER_RAFT_SEEDS=20000`` runs more,
-``KBROKER_RAFT_SEED=N`` replays one. Each seed: 3 voters and an observer (5 voters
+500 seeds run by default (a few seconds); ``KBTEST_RAFT_SEEDS=20000`` runs more,
+``KBTEST_RAFT_SEED=N`` replays one. Each seed: 3 voters and an observer (5 voters
 for a fifth of the seeds), 8 s of dropped, duplicated, delayed and reordered
 messages, partitions and crashes, then healing and a liveness bound.
 """
@@ -17,7 +17,7 @@ from raft.messages import VoteResponse
 from raft.node import RaftNode
 from tests.raft.simulator import InvariantBroken, Simulation
 
-SEEDS = int(os.environ.get("KBROKER_RAFT_SEEDS", "500"))
+SEEDS = int(os.environ.get("KBTEST_RAFT_SEEDS", "500"))
 
 
 def simulate(seed: int) -> Counter:
@@ -26,8 +26,8 @@ def simulate(seed: int) -> Counter:
 
 
 def test_no_invariant_breaks_and_the_quorum_recovers_on_every_seed():
-    if "KBROKER_RAFT_SEED" in os.environ:
-        seeds = [int(os.environ["KBROKER_RAFT_SEED"])]
+    if "KBTEST_RAFT_SEED" in os.environ:
+        seeds = [int(os.environ["KBTEST_RAFT_SEED"])]
     else:
         seeds = range(SEEDS)
     totals = Counter()
