@@ -386,6 +386,16 @@ class Broker:
             if self._owns_directories:
                 self.directories.release()
 
+    def addresses(self) -> list[str]:
+        """Every address it serves, once running, for the start line: Kafka listeners, the controller's, HTTP."""
+        served = [f"{listener.name}://{listener.host or '0.0.0.0'}:{self.ports[listener.name]}"
+                  for listener in self.settings.listeners if listener.name in self.ports]
+        if self.quorum is not None:
+            served += self.quorum.addresses()
+        if self.metrics_port is not None:
+            served.append(f"http://0.0.0.0:{self.metrics_port} (/metrics, /health, /ready)")
+        return served
+
     def _advertised_endpoint(self, settings: BrokerSettings) -> BrokerEndpoint:
         """Where clients reach this broker on each listener: its advertised address, else the bound one."""
         listeners = []

@@ -45,9 +45,10 @@ async def serve(server, started_at: float, data_dir: str) -> None:
 
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:
-            host, port = await nursery.start(server.run)
+            await nursery.start(server.run)
             elapsed_ms = (time.perf_counter() - started_at) * 1000 + _interpreter_start_ms()
-            logger.info("kbroker %s ready on %s:%d in %.0f ms (data in %s)", __version__, host, port, elapsed_ms, data_dir)
+            logger.info("kbroker %s ready on %s in %.0f ms (data in %s)", __version__, ", ".join(server.addresses()),
+                        elapsed_ms, data_dir)
             async for signum in signals:
                 logger.info("stopping on %s", signal.Signals(signum).name)
                 if hasattr(server, "shutdown"):

@@ -151,7 +151,7 @@ class CoordinatorRuntime:
                 self.begin_load(partition, state.leader_epoch)
                 self._nursery.start_soon(self._load, partition)
             elif state.leader != self.broker.node_id and held:
-                logger.info("%s-%d: no longer led here; unloading", self.topic, partition)
+                logger.debug("%s-%d: no longer led here; unloading", self.topic, partition)
                 for step in coordinator.unload(partition) or ():
                     if isinstance(step, Respond):
                         self._respond(step, None)
@@ -196,7 +196,7 @@ class CoordinatorRuntime:
             self.apply(key, effects)
         self._timers_changed.set()
         if count:
-            logger.info("%s-%d: %d records loaded in %.0f ms", self.topic, partition, count,
+            logger.debug("%s-%d: %d records loaded in %.0f ms", self.topic, partition, count,
                         (time.monotonic() - started) * 1000)
 
     async def _fire_timers(self) -> None:

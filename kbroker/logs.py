@@ -81,17 +81,42 @@ def _label(item, parent: str) -> str:
     return parent
 
 
+# Answers that are steps of the protocol, not problems: a client or a node meets them in normal work
+# (a first JoinGroup, a rebalance, a quorum electing or moving its leader, a coordinator loading,
+# leadership moving, a topic created twice) and retries or follows on by itself. They are logged at
+# DEBUG; any other error is logged at INFO, where a person reads it.
+PROTOCOL_STEPS = frozenset({
+    ErrorCode.MEMBER_ID_REQUIRED, ErrorCode.REBALANCE_IN_PROGRESS, ErrorCode.NOT_CONTROLLER,
+    ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH,
+    ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.TOPIC_ALREADY_EXISTS, ErrorCode.CONCURRENT_TRANSACTIONS,
+    ErrorCode.UNSTABLE_OFFSET_COMMIT, ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.OFFSET_NOT_AVAILABLE,
+})
+# Per API, answers that are steps there only: a Metadata request is how clients ask whether a topic exists.
+PROTOCOL_STEPS_OF_API = {"Metadata": frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION})}
+
+
+def is_protocol_step(api_name: str, error_name: str) -> bool:
+    code = ErrorCode.__members__.get(error_name.partition("@")[0])
+    return code is not None and (code in PROTOCOL_STEPS or code in PROTOCOL_STEPS_OF_API.get(api_name, ()))
+
+
 def log_answer(header, api_name: str, peer: str, principal: str, response, seconds: float, *,
                every_request: bool) -> None:
-    """The answer's event: always when it carries errors, for every request with ``logging.requests``."""
+    """The answer's event: when it carries errors (at DEBUG if each is a protocol step), and for every
+    request with ``logging.requests``."""
     errors = errors_in(response)
     if not errors and not every_request:
+        return
+    routine = all(is_protocol_step(api_name, error) for error in errors)
+    level = logging.INFO if every_request or not routine else logging.DEBUG
+    if not requests_logger.isEnabledFor(level):
         return
     fields = {"api": api_name, "api_version": header.api_version, "correlation_id": header.correlation_id,
               "client_id": header.client_id, "client_host": peer, "principal": principal,
               "latency_ms": round(seconds * 1000, 3)}
     if errors:
         fields["errors"] = errors
-    requests_logger.info("%s v%d correlation_id=%d client_id=%s from %s (%s) in %.2f ms%s", api_name,
+    requests_logger.log(level, "%s v%d correlation_id=%d client_id=%s from %s (%s) in %.2f ms%s", api_name,
                          header.api_version, header.correlation_id, header.client_id, peer, principal,
                          seconds * 1000, (": " + ", ".join(errors)) if errors else "", extra=fields)

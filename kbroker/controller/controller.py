@@ -76,7 +76,8 @@ class Controller:
         self.host, self.port, self.sockets = host, port, sockets
         self.state = MetadataState(self.cluster_id)
         self.store, self.driver = quorum_member(config, self.state)
-        listener = (config.controller_listener_names or ("CONTROLLER",))[0]
+        listener = self.listener_name = (config.controller_listener_names or ("CONTROLLER",))[0]
+        self.bound: tuple[str, int] | None = None  # the controller listener's address, once serving
         self.server = Server(self, limits, handlers=CONTROLLER_HANDLERS, api_versions=controller_api_versions,
                              security=ListenerSecurity.from_config(
                                  config, listener, config.security_protocol_map.get(listener, "PLAINTEXT")))
@@ -239,9 +240,14 @@ class Controller:
                 nursery.start_soon(self._rebalance_leaders)
                 listeners = await nursery.start(self.server.serve, self.host, self.port, self.sockets)
                 host, port = listeners[0].socket.getsockname()[:2]
+                self.bound = (host, port)
                 task_status.started((host, port))
         finally:
             self.store.close()
+
+    def addresses(self) -> list[str]:
+        """What it serves, once running, for the start line: its controller listener."""
+        return [f"{self.listener_name}://{self.bound[0]}:{self.bound[1]}"] if self.bound else []
 
     async def shutdown(self) -> None:
         """Hand leadership over before stopping (EndQuorumEpoch), so that the others need not wait."""

@@ -29,5 +29,9 @@ class QuorumObserver:
         finally:
             self.store.close()
 
+    def addresses(self) -> list[str]:
+        """None: it has no listener of its own."""
+        return []
+
     async def shutdown(self) -> None:
         """Nothing to hand over: an observer leads nothing."""
