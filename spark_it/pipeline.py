@@ -22,6 +22,8 @@ import os
 import sys
 import tempfile
 
+from spark_it.connector import Connector, ConnectorMissing, find_connector
+
 PAGES = ("home", "search", "product", "cart", "checkout")
 START_MS = 1_700_000_000_000  # event times of the generated clicks start here, one every 100 ms
 
@@ -89,10 +91,9 @@ def build_query(spark, bootstrap: str, source: str, sink: str, checkpoint: str, 
     return writer.start()
 
 
-def spark_session(extra: dict[str, str] | None = None):
+def spark_session(connector: Connector, extra: dict[str, str] | None = None):
+    """A local session with the connector's jars on its classpath."""
     from pyspark.sql import SparkSession
-
-    from spark_it.connector import find_connector
 
     builder = (
         SparkSession.builder.master("local[2]")
@@ -103,7 +104,7 @@ def spark_session(extra: dict[str, str] | None = None):
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.session.timeZone", "UTC")
     )
-    for name, value in {**find_connector().settings, **(extra or {})}.items():
+    for name, value in {**connector.settings, **(extra or {})}.items():
         builder = builder.config(name, value)
     return builder.getOrCreate()
 
@@ -150,7 +151,11 @@ def main(argv: list[str] | None = None) -> None:
     if args.command == "feed":
         feed(args.bootstrap, args.source, args.count)
     elif args.command == "run":
-        spark = spark_session()
+        try:
+            connector = find_connector()
+        except ConnectorMissing as missing:
+            sys.exit(f"{parser.prog} run: {missing}")
+        spark = spark_session(connector)
         spark.sparkContext.setLogLevel("WARN")
         query = build_query(spark, args.bootstrap, args.source, args.sink, args.checkpoint, args.follow)
         try:
