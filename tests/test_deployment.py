@@ -388,11 +388,32 @@ def test_the_single_node_service_starts_only_in_its_profile(configs, services, c
 
 
 def test_every_service_runs_the_image_built_here(services):
-    for name, service in services.items():
-        build = service.get("build")
-        context = build if isinstance(build, str) else (build or {}).get("context")
-        dockerfile = "Dockerfile" if isinstance(build, str) else (build or {}).get("dockerfile", "Dockerfile")
+    images = {name: service.get("image") for name, service in services.items()}
+    assert len(set(images.values())) == 1 and None not in images.values(), f"one image for every service: {images}"
+    builders = {name: service["build"] for name, service in services.items() if service.get("build")}
+    assert builders, "no service builds the image"
+    for name, build in builders.items():
+        context = build if isinstance(build, str) else build.get("context")
+        dockerfile = "Dockerfile" if isinstance(build, str) else build.get("dockerfile", "Dockerfile")
         assert context in (".", "./") and dockerfile == "Dockerfile", f"{name}: build {build!r}"
+
+
+def ways_of_starting(services: dict[str, dict]) -> dict[str, list[str]]:
+    """The services each documented command starts: `docker compose up` those without a profile,
+    `docker compose --profile P up <service>...` those of profile P (named, so no others)."""
+    starts = {"docker compose up": [name for name, service in services.items() if not service.get("profiles")]}
+    for name, service in services.items():
+        for profile in service.get("profiles") or ():
+            starts.setdefault(f"docker compose --profile {profile} up", []).append(name)
+    return starts
+
+
+def test_each_way_of_starting_builds_the_image_once(services):
+    """One service builds and the others reuse its image: services that each build an image of the same
+    name build it once each, and one without a builder among those started would pull it from a registry."""
+    for command, started in ways_of_starting(services).items():
+        builders = [name for name in started if services[name].get("build")]
+        assert len(builders) == 1, f"`{command}` starts {started}, of which {builders or 'none'} build the image"
 
 
 # --- Dockerfile and .dockerignore ---
