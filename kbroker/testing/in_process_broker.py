@@ -1,11 +1,7 @@
-"""A pytest plugin: a fresh in-process broker on a free port, for integration tests.
+"""A broker in this process, on a free loopback port, in a thread of its own, for as long as a block runs.
 
-    def test_round_trip(kbroker):
-        producer = confluent_kafka.Producer({"bootstrap.servers": kbroker.bootstrap})
-
-``kbroker`` gives each test its own broker and data directory;
-``kbroker_session`` shares one across the session. Outside pytest,
-``running_broker()`` is the same thing as a context manager.
+The pytest plugin's fixtures (kbroker/testing/__init__.py) import this module only when a test asks
+for a broker: it brings in trio and the whole broker.
 """
 
 from __future__ import annotations
@@ -15,7 +11,6 @@ import tempfile
 import threading
 from dataclasses import dataclass, replace
 
-import pytest
 import trio
 
 from kbroker.broker import Broker, BrokerSettings, plaintext_listener, settings_from_config
@@ -26,6 +21,9 @@ _START_TIMEOUT_S = 30
 
 @dataclass
 class RunningBroker:
+    """A broker serving in this process: ``bootstrap`` ("host:port", for bootstrap.servers), ``host``,
+    ``port``, ``data_dir`` (its log.dirs, removed afterwards unless you gave it) and the ``broker`` itself."""
+
     host: str
     port: int
     data_dir: str
@@ -42,9 +40,14 @@ class RunningBroker:
 
 @contextlib.contextmanager
 def running_broker(data_dir: str | None = None, *, host: str = "127.0.0.1", node_id: int = 1, settings: dict | None = None):
-    """Run a broker on a free port in a background thread until the block ends.
+    """Run a broker on a free port of ``host`` in a background thread until the block ends; yields a
+    :class:`RunningBroker`.
 
-    ``settings`` are broker settings by Kafka's names, e.g. ``{"auto.create.topics.enable": False}``.
+    ``data_dir`` is its log.dirs (default: a temporary directory, removed afterwards); pass the same one
+    to a second ``running_broker`` to restart on the data. ``settings`` are broker settings by Kafka's
+    names, as ``--override`` takes them, e.g. ``{"auto.create.topics.enable": False}``; ``KBROKER_*``
+    environment variables are not read. With ``listeners`` among them, those listeners are served as
+    given (port 0: a free one; :meth:`RunningBroker.address` tells which).
     """
     with contextlib.ExitStack() as stack:
         if data_dir is None:
@@ -82,17 +85,3 @@ def running_broker(data_dir: str | None = None, *, host: str = "127.0.0.1", node
         finally:
             trio.from_thread.run_sync(state["cancel"], trio_token=state["token"])
             thread.join(_START_TIMEOUT_S)
-
-
-@pytest.fixture
-def kbroker():
-    """A fresh broker for this test."""
-    with running_broker() as running:
-        yield running
-
-
-@pytest.fixture(scope="session")
-def kbroker_session():
-    """One broker for the whole session."""
-    with running_broker() as running:
-        yield running
