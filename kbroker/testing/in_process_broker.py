@@ -15,12 +15,13 @@ import trio
 
 from kbroker.broker import Broker, BrokerSettings, plaintext_listener, settings_from_config
 from kbroker.config import BrokerConfig
+from kbroker.testing.topic_creation import CreatesTopics
 
 _START_TIMEOUT_S = 30
 
 
 @dataclass
-class RunningBroker:
+class RunningBroker(CreatesTopics):
     """A broker serving in this process: ``bootstrap`` ("host:port", for bootstrap.servers), ``host``,
     ``port``, ``data_dir`` (its log.dirs, removed afterwards unless you gave it) and the ``broker`` itself."""
 

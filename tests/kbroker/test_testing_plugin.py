@@ -1,14 +1,19 @@
-"""The pytest plugin (kbroker/testing): cheap to load, fixtures that stock clients can use."""
+"""The pytest plugin (kbroker/testing): cheap to load, fixtures that stock clients can use, topics made
+in one call, brokers with settings and a replicated cluster of real processes."""
 
 import importlib.metadata
 import os
 import subprocess
 import sys
 import textwrap
+import time
 
 import confluent_kafka
 import confluent_kafka.admin
+import pytest
 
+from kbroker.testing import running_broker, running_cluster
+from kbroker.tools.client import KafkaError
 
 # What loading the plugin must not import: the packages of the broker and the event loop.
 BROKER_PACKAGES = {"trio", "wire", "log", "raft", "kbroker"}
@@ -33,7 +38,7 @@ def test_importing_the_plugin_imports_no_broker():
 
 
 def test_the_old_imports_still_work_and_bring_the_broker_only_then():
-    result = run_python("import sys; from kbroker.testing import running_broker, RunningBroker; "
+    result = run_python("import sys; from kbroker.testing import running_broker, RunningBroker, running_cluster; "
                         "print('trio' in sys.modules, 'kbroker.broker' in sys.modules, RunningBroker.__module__)")
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["True", "True", "kbroker.testing.in_process_broker"]
@@ -68,7 +73,7 @@ def test_pytest_fixtures_documents_what_each_fixture_yields(tmp_path):
     assert result.returncode == 0, result.stderr
     shown = result.stdout[result.stdout.index("from kbroker.testing"):]
     for words in ("kbroker -- ", "kbroker_session [session scope]", ".bootstrap", ".host", ".port", ".data_dir",
-                  "running_broker(settings="):
+                  ".create_topic(name", "running_broker(settings="):
         assert words in shown, words
 
 
@@ -84,3 +89,89 @@ def test_each_test_gets_its_own_data_directory(kbroker, kbroker_session):
     assert kbroker.data_dir != kbroker_session.data_dir
     assert kbroker.port != kbroker_session.port
     assert os.path.isdir(kbroker.data_dir)
+
+
+def produce(bootstrap: str, topic: str, values: list[bytes], **config) -> None:
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, **config})
+    failures = []
+    for value in values:
+        producer.produce(topic, value, on_delivery=lambda error, _: error and failures.append(error))
+    assert producer.flush(30) == 0
+    assert failures == []
+
+
+def consume(bootstrap: str, topic: str, count: int, timeout_s: float = 30) -> list[bytes]:
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-reader",
+                                         "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    values = []
+    deadline = time.monotonic() + timeout_s
+    while len(values) < count and time.monotonic() < deadline:
+        message = consumer.poll(0.2)
+        if message is not None:
+            assert message.error() is None, message.error()
+            values.append(message.value())
+    consumer.close()
+    return values
+
+
+def test_produce_and_consume_through_the_fixture(kbroker):
+    kbroker.create_topic("greetings")
+    produce(kbroker.bootstrap, "greetings", [b"hello", b"world"])
+    assert consume(kbroker.bootstrap, "greetings", 2) == [b"hello", b"world"]
+
+
+def test_create_topic_with_partitions_and_config(kbroker_session):
+    kbroker_session.create_topic("compacted", partitions=3, config={"cleanup.policy": "compact", "retention.ms": 60_000})
+    admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": kbroker_session.bootstrap})
+    assert len(admin.list_topics("compacted", timeout=10).topics["compacted"].partitions) == 3
+    resource = confluent_kafka.admin.ConfigResource("topic", "compacted")
+    configs = admin.describe_configs([resource])[resource].result(timeout=10)
+    assert (configs["cleanup.policy"].value, configs["retention.ms"].value) == ("compact", "60000")
+    with pytest.raises(KafkaError, match="TOPIC_ALREADY_EXISTS"):
+        kbroker_session.create_topic("compacted")
+
+
+@pytest.fixture
+def strict_broker():
+    """The fixture form the plugin's documentation suggests for a broker with its own settings."""
+    with running_broker(settings={"auto.create.topics.enable": False, "num.partitions": 4}) as broker:
+        yield broker
+
+
+def test_a_broker_with_settings(strict_broker):
+    admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": strict_broker.bootstrap})
+    unknown = admin.list_topics("unknown", timeout=10).topics["unknown"]
+    assert unknown.error.code() == confluent_kafka.KafkaError.UNKNOWN_TOPIC_OR_PART  # not auto-created
+    strict_broker.create_topic("defaults", partitions=-1)  # -1: the broker's num.partitions
+    assert len(admin.list_topics("defaults", timeout=10).topics["defaults"].partitions) == 4
+    assert "unknown" not in admin.list_topics(timeout=10).topics
+
+
+# -- a cluster of real processes -----------------------------------------------------------------------------
+
+def test_running_cluster_replicates_an_acks_all_produce():
+    with running_cluster(nodes=3) as cluster:
+        pids = [node.process.pid for node in cluster.nodes]
+        assert len(set(pids)) == 3 and all(node.process.poll() is None for node in cluster.nodes)
+        admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": cluster.bootstrap})
+        assert sorted(admin.list_topics(timeout=10).brokers) == [1, 2, 3]
+        cluster.create_topic("replicated", partitions=2, replication_factor=3)
+        [partition, _] = admin.list_topics("replicated", timeout=10).topics["replicated"].partitions.values()
+        assert sorted(partition.replicas) == sorted(partition.isrs) == [1, 2, 3]
+        produce(cluster.bootstrap, "replicated", [b"%d" % i for i in range(100)], acks="all", **{"enable.idempotence": True})
+        assert sorted(consume(cluster.bootstrap, "replicated", 100)) == sorted(b"%d" % i for i in range(100))
+    assert all(node.process.returncode is not None for node in cluster.nodes)  # each one it started, reaped
+    assert not any(os.path.exists(node.data_dir) for node in cluster.nodes)
+
+
+def test_running_cluster_refuses_settings_it_sets_per_node():
+    with pytest.raises(ValueError, match="listeners, node.id"):
+        with running_cluster(settings={"node.id": 7, "listeners": "PLAINTEXT://:9092"}):
+            pass
+
+
+def test_running_cluster_reports_a_node_that_cannot_start():
+    with pytest.raises(RuntimeError, match=r"(?s)node 1 exited with code \d+.*no.such.setting"):
+        with running_cluster(nodes=1, settings={"no.such.setting": 1}, start_timeout_s=30):
+            pass
