@@ -20,9 +20,13 @@ from confluent_kafka import Consumer, TopicPartition  # noqa: E402
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kbroker.cli", *args], cwd=REPO, input=stdin, capture_output=True,
+                          text=True, timeout=60)
+
+
 def kbroker(bootstrap: str, *args: str, stdin: str | None = None, expect: int = 0) -> str:
-    done = subprocess.run([sys.executable, "-m", "kbroker.cli", *args, "--bootstrap-server", bootstrap], cwd=REPO,
-                          input=stdin, capture_output=True, text=True, timeout=60)
+    done = run(*args, "--bootstrap-server", bootstrap, stdin=stdin)
     assert done.returncode == expect, done.stdout + done.stderr
     return done.stdout + (done.stderr if expect else "")
 
@@ -79,6 +83,17 @@ def test_groups_describe_shows_lag_and_reset_offsets_moves_them(broker):
     kbroker(broker, "groups", "reset-offsets", "cli-group", "--topic", "grouped", "--to-offset", "90", "--execute")
     assert ["grouped", "0", "90", "100", "10"] in [line.split() for line in
                                                    kbroker(broker, "groups", "describe", "cli-group").splitlines()]
+
+
+def test_bootstrap_server_and_command_config_go_before_or_after_the_command(broker, tmp_path):
+    config = tmp_path / "client.properties"
+    config.write_text("security.protocol=PLAINTEXT\n")
+    for arguments in (["--bootstrap-server", broker, "topics", "create", "placed", "--partitions", "1"],
+                      ["--command-config", str(config), "topics", "list", "--bootstrap-server", broker],
+                      ["topics", "--bootstrap-server", broker, "describe", "placed", "--command-config", str(config)],
+                      ["--bootstrap-server", broker, "--command-config", str(config), "topics", "describe", "placed"]):
+        done = run(*arguments)
+        assert done.returncode == 0 and "placed" in done.stdout, (arguments, done.stdout + done.stderr)
 
 
 def test_cluster_status(broker):

@@ -1,6 +1,8 @@
 """The ``kbroker`` command: a whole single-node cluster by default.
 
     kbroker [--config server.properties] [--override key=value ...]
+    kbroker topics|groups|produce|consume|cluster ... [--bootstrap-server host:port]   (kbroker/tools/)
+    kbroker mirror --source host:port --target host:port                              (kbroker/mirror.py)
 
 Settings use Kafka's names; ``KBROKER_<NAME>`` environment variables (dots as
 underscores) sit between the file and ``--override``. SIGINT and SIGTERM stop
@@ -21,22 +23,58 @@ from kbroker.config import BrokerConfig, ConfigError
 from kbroker.data_directories import DataDirectories
 from kbroker.listen import bind_listeners
 from kbroker.logs import configure as configure_logging
+from kbroker.mirror import __doc__ as mirror_description
+from kbroker.mirror import add_arguments as add_mirror_arguments
+from kbroker.tools.arguments import (add_admin_commands, add_connection_options, connection_options_given,
+                                     with_connection_defaults)
 
 logger = logging.getLogger("kbroker")
-ADMIN_COMMANDS = ("topics", "groups", "produce", "consume", "cluster")
+USAGE = """kbroker [--config FILE] [--override KEY=VALUE ...] [--metrics-port PORT]
+       kbroker COMMAND ... [--bootstrap-server HOST:PORT] [--command-config FILE]"""
 
 
 def parse_arguments(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="kbroker", description="A Kafka-wire-compatible broker.")
-    parser.add_argument("--config", metavar="FILE", help="a server.properties file")
-    parser.add_argument("--override", metavar="KEY=VALUE", action="append", default=[], help="a setting (repeatable)")
-    parser.add_argument("--metrics-port", metavar="PORT", type=int,
-                        help="serve /metrics, /health and /ready on PORT (metrics.port)")
-    parser.add_argument("--version", action="version", version=f"kbroker {__version__}")
+    parser = build_parser()
     arguments = parser.parse_args(argv)
+    _refuse_mixed_options(parser, arguments)
     if arguments.metrics_port is not None:
         arguments.override.append(f"metrics.port={arguments.metrics_port}")
-    return arguments
+    return with_connection_defaults(arguments) if arguments.command not in (None, "mirror") else arguments
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The broker's own options, or one of the commands: admin commands (kbroker/tools/arguments.py)
+    or the mirror. Only argument declarations are imported here: the broker starts as fast as before."""
+    parser = argparse.ArgumentParser(
+        prog="kbroker", usage=USAGE, description="A Kafka-wire-compatible broker. Without a command, start a broker "
+        "(a whole single-node cluster by default); with one, run it against a running cluster "
+        "(kbroker COMMAND --help).")
+    broker = parser.add_argument_group("starting a broker")
+    broker.add_argument("--config", metavar="FILE", help="a server.properties file")
+    broker.add_argument("--override", metavar="KEY=VALUE", action="append", default=[], help="a setting (repeatable)")
+    broker.add_argument("--metrics-port", metavar="PORT", type=int,
+                        help="serve /metrics, /health and /ready on PORT (metrics.port)")
+    parser.add_argument("--version", action="version", version=f"kbroker {__version__}")
+    add_connection_options(parser)
+    commands = parser.add_subparsers(dest="command", title="commands", metavar="COMMAND", prog="kbroker")
+    add_admin_commands(commands)
+    add_mirror_arguments(commands.add_parser(
+        "mirror", help="copy topics from one cluster to another, continuously (as MirrorMaker)",
+        description=mirror_description, formatter_class=argparse.RawDescriptionHelpFormatter))
+    return parser
+
+
+def _refuse_mixed_options(parser: argparse.ArgumentParser, arguments: argparse.Namespace) -> None:
+    """The broker's options with a command, or a command's options without one, are a mistake worth a
+    line rather than silently ignored."""
+    connection = connection_options_given(arguments)
+    if arguments.command in (None, "mirror") and connection:
+        parser.error(f"{' and '.join(connection)}: only for the admin commands, e.g. kbroker topics list "
+                     "--bootstrap-server HOST:PORT (the mirror takes --source and --target)")
+    broker_options = [option for option, value in (("--config", arguments.config), ("--override", arguments.override),
+                                                   ("--metrics-port", arguments.metrics_port)) if value]
+    if arguments.command is not None and broker_options:
+        parser.error(f"{' and '.join(broker_options)}: only for starting a broker, not for kbroker {arguments.command}")
 
 
 async def serve(server, started_at: float, data_dir: str) -> None:
@@ -73,16 +111,15 @@ _MAIN_STARTED = time.perf_counter()
 
 def main(argv: list[str] | None = None) -> int:
     started_at = time.perf_counter()
-    argv = sys.argv[1:] if argv is None else argv
-    if argv and argv[0] == "mirror":  # kbroker mirror: copy topics between clusters (kbroker/mirror.py)
+    arguments = parse_arguments(sys.argv[1:] if argv is None else argv)
+    if arguments.command == "mirror":  # kbroker mirror: copy topics between clusters (kbroker/mirror.py)
         from kbroker import mirror
 
-        return mirror.main(argv[1:])
-    if argv and argv[0] in ADMIN_COMMANDS:  # kbroker topics|groups|produce|consume|cluster (kbroker/tools/admin.py)
+        return mirror.run(arguments)
+    if arguments.command is not None:  # kbroker topics|groups|produce|consume|cluster (kbroker/tools/admin.py)
         from kbroker.tools import admin
 
-        return admin.main(argv)
-    arguments = parse_arguments(argv)
+        return admin.run(arguments)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         config = BrokerConfig.load(arguments.config, os.environ, arguments.override)

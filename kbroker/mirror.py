@@ -36,6 +36,12 @@ FLUSH_TIMEOUT_S = 60.0
 
 def parse_arguments(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="kbroker mirror", description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    return parser.parse_args(argv)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Also under ``kbroker mirror`` (kbroker/cli.py)."""
     parser.add_argument("--source", required=True, help="bootstrap servers of the source cluster")
     parser.add_argument("--target", required=True, help="bootstrap servers of the target cluster")
     parser.add_argument("--topics", default=".*", help="regular expression the whole topic name must match")
@@ -44,7 +50,6 @@ def parse_arguments(argv: list[str]) -> argparse.Namespace:
                         help="librdkafka setting for the source consumer (repeatable)")
     parser.add_argument("--target-config", action="append", default=[], metavar="KEY=VALUE",
                         help="librdkafka setting for the target producer (repeatable)")
-    return parser.parse_args(argv)
 
 
 class Mirror:
@@ -189,7 +194,10 @@ def _settings(pairs: list[str]) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    arguments = parse_arguments(sys.argv[1:] if argv is None else argv)
+    return run(parse_arguments(sys.argv[1:] if argv is None else argv))
+
+
+def run(arguments: argparse.Namespace) -> int:
     stop_requested = []
     signal.signal(signal.SIGTERM, lambda *_: stop_requested.append(True))  # first: a stop while starting counts
     signal.signal(signal.SIGINT, lambda *_: stop_requested.append(True))

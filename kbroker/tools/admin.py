@@ -8,7 +8,6 @@ with exit code 1.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 
@@ -62,7 +61,7 @@ def topics_describe(client: Client, args) -> None:
 
 def topics_create(client: Client, args) -> None:
     Creatable = _REQUEST["CreateTopics"].CreatableTopic
-    configs = [Creatable.CreatableTopicConfig(name=k, value=v) for k, v in _pairs(args.config)]
+    configs = [Creatable.CreatableTopicConfig(name=k, value=v) for k, v in _pairs(args.topic_configs)]
     answer = client.bootstrap.call("CreateTopics", topics=[Creatable(
         name=args.name, num_partitions=args.partitions, replication_factor=args.replication_factor,
         assignments=[], configs=configs)], timeout_ms=30_000)
@@ -84,13 +83,13 @@ def topics_alter(client: Client, args) -> None:
                                        timeout_ms=30_000, validate_only=False)
         _check(answer.results[0].error_code, args.name, answer.results[0].error_message)
         print(f"Topic {args.name} now has {args.partitions} partitions.")
-    if args.config:
+    if args.topic_configs:
         Resource = _REQUEST["IncrementalAlterConfigs"].AlterConfigsResource
-        changes = [Resource.AlterableConfig(name=k, config_operation=0, value=v) for k, v in _pairs(args.config)]
+        changes = [Resource.AlterableConfig(name=k, config_operation=0, value=v) for k, v in _pairs(args.topic_configs)]
         answer = client.bootstrap.call("IncrementalAlterConfigs", resources=[Resource(
             resource_type=2, resource_name=args.name, configs=changes)], validate_only=False)
         _check(answer.responses[0].error_code, args.name, answer.responses[0].error_message)
-        print(f"Altered configs of {args.name}: {', '.join(args.config)}.")
+        print(f"Altered configs of {args.name}: {', '.join(args.topic_configs)}.")
 
 
 # -- offsets, produce, consume --------------------------------------------------------------------------------
@@ -315,97 +314,30 @@ def _pairs(items: list[str]) -> list[tuple[str, str]]:
     return pairs
 
 
-def parser() -> argparse.ArgumentParser:
-    root = argparse.ArgumentParser(prog="kbroker", description="Kafka admin commands over the Kafka protocol.")
-    root.add_argument("--bootstrap-server", default="localhost:9092")
-    root.add_argument("--command-config", metavar="FILE",
-                      help="client properties: security.protocol, ssl.*, sasl.* (see kbroker/tools/client_config.py)")
-    commands = root.add_subparsers(dest="command", required=True)
-
-    topics = commands.add_parser("topics").add_subparsers(dest="action", required=True)
-    listing = topics.add_parser("list")
-    listing.add_argument("--internal", action="store_true", help="also the internal topics")
-    listing.set_defaults(run=topics_list)
-    describe = topics.add_parser("describe")
-    describe.add_argument("name")
-    describe.set_defaults(run=topics_describe)
-    create = topics.add_parser("create")
-    create.add_argument("name")
-    create.add_argument("--partitions", type=int, default=-1)
-    create.add_argument("--replication-factor", type=int, default=-1)
-    create.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
-    create.set_defaults(run=topics_create)
-    delete = topics.add_parser("delete")
-    delete.add_argument("name")
-    delete.set_defaults(run=topics_delete)
-    alter = topics.add_parser("alter")
-    alter.add_argument("name")
-    alter.add_argument("--partitions", type=int)
-    alter.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
-    alter.set_defaults(run=topics_alter)
-
-    groups = commands.add_parser("groups").add_subparsers(dest="action", required=True)
-    groups.add_parser("list").set_defaults(run=groups_list)
-    describe = groups.add_parser("describe")
-    describe.add_argument("group")
-    describe.set_defaults(run=groups_describe)
-    reset = groups.add_parser("reset-offsets")
-    reset.add_argument("group")
-    reset.add_argument("--topic", required=True)
-    target = reset.add_mutually_exclusive_group(required=True)
-    target.add_argument("--to-earliest", action="store_true")
-    target.add_argument("--to-latest", action="store_true")
-    target.add_argument("--to-offset", type=int)
-    reset.add_argument("--execute", action="store_true", help="reset (without it: show what would be done)")
-    reset.set_defaults(run=groups_reset_offsets)
-
-    producing = commands.add_parser("produce", help="lines on stdin, one record each")
-    producing.add_argument("topic")
-    producing.add_argument("--key-separator")
-    producing.add_argument("--partition", type=int)
-    producing.add_argument("--acks", default="all", choices=["all", "-1", "1", "0"])
-    producing.set_defaults(run=produce)
-
-    consuming = commands.add_parser("consume", help="records to stdout, one per line")
-    consuming.add_argument("topic")
-    consuming.add_argument("--from-beginning", action="store_true")
-    consuming.add_argument("--max-messages", type=int)
-    consuming.add_argument("--timeout-ms", type=int, default=5000, help="stop when nothing arrived for this long")
-    consuming.add_argument("--print-key", action="store_true")
-    consuming.add_argument("--key-separator", default="\t")
-    consuming.add_argument("--partition", type=int)
-    consuming.set_defaults(run=consume)
-
-    cluster = commands.add_parser("cluster").add_subparsers(dest="action", required=True)
-    cluster.add_parser("status").set_defaults(run=cluster_status)
-    return root
+RUNNERS = {
+    ("topics", "list"): topics_list, ("topics", "describe"): topics_describe, ("topics", "create"): topics_create,
+    ("topics", "delete"): topics_delete, ("topics", "alter"): topics_alter,
+    ("groups", "list"): groups_list, ("groups", "describe"): groups_describe,
+    ("groups", "reset-offsets"): groups_reset_offsets,
+    ("produce", None): produce, ("consume", None): consume,
+    ("cluster", "status"): cluster_status,
+}
 
 
-def main(argv: list[str]) -> int:
-    """``argv``: the command and its arguments (``--bootstrap-server`` may come anywhere)."""
-    common = {"--bootstrap-server": "localhost:9092", "--command-config": None}
-    rest = []
-    iterator = iter(argv)
-    for item in iterator:
-        name, equals, value = item.partition("=")
-        if name in common:
-            common[name] = value if equals else next(iterator, common[name])
-        else:
-            rest.append(item)
-    args = parser().parse_args([*(part for name, value in common.items() if value is not None
-                                  for part in (name, value)), *rest])
+def run(arguments) -> int:
+    """Run the command ``arguments`` names (kbroker/tools/arguments.py); its exit code."""
     try:
-        security = ClientSecurity.from_properties(args.command_config)
+        security = ClientSecurity.from_properties(arguments.command_config)
     except ConfigError as error:
         print(f"kbroker: {error}", file=sys.stderr)
         return 2
     try:
-        client = Client(args.bootstrap_server, security=security)
+        client = Client(arguments.bootstrap_server, security=security)
     except (OSError, KafkaError) as error:
         print(f"kbroker: {error}", file=sys.stderr)
         return 1
     try:
-        args.run(client, args)
+        RUNNERS[(arguments.command, arguments.action)](client, arguments)
     except (KafkaError, OSError) as error:
         print(f"kbroker: {error}", file=sys.stderr)
         return 1

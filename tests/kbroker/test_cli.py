@@ -90,3 +90,57 @@ def test_metrics_port_flag_serves_health(tmp_path):
     finally:
         process.kill()
         process.wait()
+
+
+def kbroker(*arguments, timeout_s=30):
+    return subprocess.run([sys.executable, "-m", "kbroker.cli", *arguments], capture_output=True, text=True,
+                          timeout=timeout_s)
+
+
+def test_help_lists_every_command_in_one_line_beside_the_broker_options():
+    done = kbroker("--help")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    for command in ("topics", "groups", "produce", "consume", "cluster", "mirror"):
+        [line] = [line for line in lines if line.split()[:1] == [command]]
+        assert len(line.split()) > 2, line  # the command, then what it does
+    for option in ("--config", "--override", "--metrics-port", "--bootstrap-server", "--command-config"):
+        assert option in done.stdout
+
+
+def test_every_command_and_every_option_has_help():
+    import argparse
+
+    from kbroker.cli import build_parser
+
+    def undocumented(parser, path):
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for choice in action._choices_actions:
+                    if not choice.help:
+                        yield f"{path} {choice.dest}"
+                for name, subparser in action.choices.items():
+                    yield from undocumented(subparser, f"{path} {name}")
+            elif not action.help or action.help == argparse.SUPPRESS:
+                yield f"{path} {action.option_strings or action.dest}"
+
+    assert list(undocumented(build_parser(), "kbroker")) == []
+    for command in (["topics", "describe"], ["groups", "reset-offsets"], ["produce"], ["consume"], ["mirror"]):
+        done = kbroker(*command, "--help")
+        assert done.returncode == 0 and "usage: kbroker " + " ".join(command) in done.stdout, done.stdout + done.stderr
+
+
+def test_help_and_the_admin_commands_import_neither_trio_nor_the_broker():
+    for arguments in (["--help"], ["topics", "list", "--bootstrap-server", f"127.0.0.1:{free_port()}"]):
+        done = subprocess.run([sys.executable, "-X", "importtime", "-m", "kbroker.cli", *arguments],
+                              capture_output=True, text=True, timeout=30)
+        imported = {line.split("|")[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time")}
+        assert imported, done.stderr
+        assert not {"trio", "kbroker.broker", "kbroker.server", "kbroker.handlers"} & imported, arguments
+
+
+def test_options_of_the_broker_and_of_the_commands_are_not_mixed():
+    done = kbroker("--override", "log.dirs=/tmp/x", "topics", "list")
+    assert done.returncode == 2 and "--override: only for starting a broker" in done.stderr
+    done = kbroker("--bootstrap-server", "127.0.0.1:9092")
+    assert done.returncode == 2 and "--bootstrap-server: only for the admin commands" in done.stderr
