@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -13,6 +14,7 @@ import time
 import pytest
 
 from compat_tests.broker_process import BrokerProcess, free_port
+from compat_tests.quorum_process import until
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, TopicPartition  # noqa: E402
@@ -29,6 +31,12 @@ def kbroker(bootstrap: str, *args: str, stdin: str | None = None, expect: int = 
     done = run(*args, "--bootstrap-server", bootstrap, stdin=stdin)
     assert done.returncode == expect, done.stdout + done.stderr
     return done.stdout + (done.stderr if expect else "")
+
+
+def start(bootstrap: str, *args: str) -> subprocess.Popen:
+    """A command left running (consume, produce), its stdin, stdout and stderr pipes to the test."""
+    return subprocess.Popen([sys.executable, "-m", "kbroker.cli", *args, "--bootstrap-server", bootstrap], cwd=REPO,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 @pytest.fixture(scope="module")
@@ -96,6 +104,79 @@ def test_bootstrap_server_and_command_config_go_before_or_after_the_command(brok
         assert done.returncode == 0 and "placed" in done.stdout, (arguments, done.stdout + done.stderr)
 
 
+def test_produce_creates_a_missing_topic_where_the_broker_auto_creates_topics(broker):
+    assert "2 records produced to appeared." in kbroker(broker, "produce", "appeared", stdin="one\ntwo\n")
+    assert kbroker(broker, "consume", "appeared", "--from-beginning", "--max-messages", "2").splitlines() == [
+        "one", "two"]
+
+
+def test_produce_to_a_missing_topic_says_how_to_create_it_where_the_broker_does_not(tmp_path):
+    process = BrokerProcess(tmp_path, None, "auto.create.topics.enable=false")
+    process.start()
+    try:
+        started = time.monotonic()
+        done = run("produce", "absent", "--bootstrap-server", process.bootstrap, stdin="lost\n")
+        assert time.monotonic() - started < 15  # told at once, not after waiting for a topic that never comes
+        assert done.returncode == 1 and len(done.stderr.splitlines()) == 1, done.stderr
+        assert "Topic 'absent' does not exist" in done.stderr and "kbroker topics create absent" in done.stderr
+        assert "absent" not in kbroker(process.bootstrap, "topics", "list").split()
+    finally:
+        process.kill()
+
+
+def test_a_line_without_the_key_separator_is_refused_with_its_number(broker):
+    kbroker(broker, "topics", "create", "keyed", "--partitions", "1")
+    done = run("produce", "keyed", "--key-separator", ":", "--bootstrap-server", broker,
+               stdin="a:1\nb:2\nno separator\nc:3\n")
+    assert done.returncode == 1
+    assert done.stderr == ("kbroker: No key separator found on line number 3: 'no separator' "
+                           "(the 2 lines before it were sent)\n")
+    # what came before was sent, as Kafka's console producer sends it on its way out; nothing with a null key
+    assert kbroker(broker, "consume", "keyed", "--from-beginning", "--print-key", "--key-separator", ":",
+                   "--timeout-ms", "1000").splitlines() == ["a:1", "b:2"]
+
+
+def test_ctrl_c_ends_consume_quietly_with_the_totals_line(broker):
+    kbroker(broker, "topics", "create", "followed", "--partitions", "1")
+    kbroker(broker, "produce", "followed", stdin="x\ny\nz\n")
+    consumer = start(broker, "consume", "followed", "--from-beginning", "--timeout-ms", "60000")
+    try:
+        assert [consumer.stdout.readline() for _ in range(3)] == ["x\n", "y\n", "z\n"]  # flushed as they come
+        consumer.send_signal(signal.SIGINT)
+        assert consumer.wait(15) == 0
+        assert consumer.stderr.read() == "Processed a total of 3 messages\n"
+    finally:
+        consumer.kill()
+
+
+def test_ctrl_c_ends_produce_quietly_having_sent_what_it_read(broker):
+    kbroker(broker, "topics", "create", "typed", "--partitions", "1")
+    producer = start(broker, "produce", "typed")
+    try:
+        producer.stdin.write("first\nsecond\n")
+        producer.stdin.flush()
+        # sent when the input pauses, as a person types, not only at the end of the input
+        until(lambda: kbroker(broker, "consume", "typed", "--from-beginning", "--max-messages", "2",
+                              "--timeout-ms", "500").splitlines() == ["first", "second"], 20, "the typed lines")
+        producer.send_signal(signal.SIGINT)
+        assert producer.wait(15) == 0
+        assert producer.stderr.read() == "Processed a total of 2 messages\n"
+    finally:
+        producer.kill()
+
+
+def test_consume_into_a_closed_pipe_ends_quietly(broker, tmp_path):
+    kbroker(broker, "topics", "create", "plenty", "--partitions", "1")
+    kbroker(broker, "produce", "plenty", stdin="".join(f"line {index}\n" for index in range(50_000)))
+    errors = tmp_path / "stderr"
+    done = subprocess.run(["bash", "-c", f"{sys.executable} -m kbroker.cli consume plenty --from-beginning "
+                                         f"--timeout-ms 5000 --bootstrap-server {broker} 2>{errors} | head -1; "
+                                         "echo ${PIPESTATUS[0]}"],
+                          cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert done.stdout.splitlines() == ["line 0", "0"]
+    assert errors.read_text().startswith("Processed a total of ") and len(errors.read_text().splitlines()) == 1
+
+
 def test_cluster_status(broker):
     status = kbroker(broker, "cluster", "status")
     assert "Under-replicated: 0" in status and "Offline: 0" in status and "127.0.0.1" in status
@@ -152,7 +233,7 @@ def test_read_only_commands_work_against_tansu(tansu):
 
 
 def test_cluster_status_of_a_three_node_cluster_shows_its_quorum(tmp_path):
-    from compat_tests.quorum_process import Quorum, until
+    from compat_tests.quorum_process import Quorum
 
     cluster = Quorum(tmp_path, combined=True)
     try:
@@ -166,5 +247,8 @@ def test_cluster_status_of_a_three_node_cluster_shows_its_quorum(tmp_path):
         voters = [line.split()[0] for line in output.split("VOTER", 1)[1].splitlines()[1:] if line.strip()]
         assert voters == ["1", "2", "3"]
         assert "BROKER" in output
+
+        # a topic created on first use in a cluster is unknown for a moment: produce waits for its leaders
+        assert "1 records produced to on-first-use." in kbroker(bootstrap, "produce", "on-first-use", stdin="hello\n")
     finally:
         cluster.close()

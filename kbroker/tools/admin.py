@@ -9,32 +9,22 @@ with exit code 1.
 from __future__ import annotations
 
 import sys
-import time
 
 from kbroker.config import ConfigError
-from kbroker.tools.client import Client, KafkaError
+from kbroker.tools import console
+from kbroker.tools.client import EARLIEST, LATEST, Client, CommandFailed, KafkaError, check_error_code
 from kbroker.tools.client_config import ClientSecurity
 from wire.errors import ErrorCode
-from wire.records import Record, build_batch, decode_records, iter_batches
 from wire.schema import API_BY_NAME
 
-LATEST, EARLIEST = -1, -2
 _REQUEST = {name: API_BY_NAME[name].request_class for name in (
-    "CreateTopics", "DeleteTopics", "CreatePartitions", "IncrementalAlterConfigs", "DescribeConfigs", "ListOffsets",
-    "Produce", "Fetch", "OffsetFetch", "OffsetCommit")}
-_PROGRESS_EVERY = 100_000
-_BATCH_RECORDS = 500
+    "CreateTopics", "DeleteTopics", "CreatePartitions", "IncrementalAlterConfigs", "DescribeConfigs", "OffsetCommit")}
 
 
 def table(rows: list[list], out=sys.stdout) -> None:
     widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))] if rows else []
     for row in rows:
         print("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip(), file=out)
-
-
-def _check(code: int, where: str, message: str | None = None) -> None:
-    if code:
-        raise KafkaError(code, where, message)
 
 
 # -- topics ---------------------------------------------------------------------------------------------------
@@ -47,7 +37,7 @@ def topics_list(client: Client, args) -> None:
 
 def topics_describe(client: Client, args) -> None:
     [topic] = client.metadata([args.name]).topics
-    _check(topic.error_code, args.name)
+    check_error_code(topic.error_code, args.name)
     print(f"Topic: {topic.name}  PartitionCount: {len(topic.partitions)}  "
           f"ReplicationFactor: {len(topic.partitions[0].replica_nodes) if topic.partitions else 0}")
     configs = client.bootstrap.call("DescribeConfigs", resources=[_REQUEST["DescribeConfigs"].DescribeConfigsResource(
@@ -65,13 +55,13 @@ def topics_create(client: Client, args) -> None:
     answer = client.bootstrap.call("CreateTopics", topics=[Creatable(
         name=args.name, num_partitions=args.partitions, replication_factor=args.replication_factor,
         assignments=[], configs=configs)], timeout_ms=30_000)
-    _check(answer.topics[0].error_code, args.name, answer.topics[0].error_message)
+    check_error_code(answer.topics[0].error_code, args.name, answer.topics[0].error_message)
     print(f"Created topic {args.name}.")
 
 
 def topics_delete(client: Client, args) -> None:
     answer = client.bootstrap.call("DeleteTopics", topic_names=[args.name], topics=[], timeout_ms=30_000)
-    _check(answer.responses[0].error_code, args.name)
+    check_error_code(answer.responses[0].error_code, args.name)
     print(f"Deleted topic {args.name}.")
 
 
@@ -81,129 +71,16 @@ def topics_alter(client: Client, args) -> None:
         answer = client.bootstrap.call("CreatePartitions", topics=[Topic(name=args.name, count=args.partitions,
                                                                          assignments=None)],
                                        timeout_ms=30_000, validate_only=False)
-        _check(answer.results[0].error_code, args.name, answer.results[0].error_message)
+        check_error_code(answer.results[0].error_code, args.name, answer.results[0].error_message)
         print(f"Topic {args.name} now has {args.partitions} partitions.")
     if args.topic_configs:
         Resource = _REQUEST["IncrementalAlterConfigs"].AlterConfigsResource
-        changes = [Resource.AlterableConfig(name=k, config_operation=0, value=v) for k, v in _pairs(args.topic_configs)]
+        changes = [Resource.AlterableConfig(name=k, config_operation=0, value=v)
+                   for k, v in _pairs(args.topic_configs)]
         answer = client.bootstrap.call("IncrementalAlterConfigs", resources=[Resource(
             resource_type=2, resource_name=args.name, configs=changes)], validate_only=False)
-        _check(answer.responses[0].error_code, args.name, answer.responses[0].error_message)
+        check_error_code(answer.responses[0].error_code, args.name, answer.responses[0].error_message)
         print(f"Altered configs of {args.name}: {', '.join(args.topic_configs)}.")
-
-
-# -- offsets, produce, consume --------------------------------------------------------------------------------
-
-def list_offsets(client: Client, topic: str, timestamp: int) -> dict[int, int]:
-    """Partition -> offset at ``timestamp`` (LATEST: the end, EARLIEST: the start), asking each leader."""
-    found = {}
-    by_leader: dict[int, list[int]] = {}
-    for partition, leader in client.leaders(topic).items():
-        by_leader.setdefault(leader, []).append(partition)
-    Topic = _REQUEST["ListOffsets"].ListOffsetsTopic
-    for leader, partitions in by_leader.items():
-        answer = client.broker(leader).call("ListOffsets", replica_id=-1, isolation_level=0, topics=[Topic(
-            name=topic, partitions=[Topic.ListOffsetsPartition(partition_index=p, timestamp=timestamp)
-                                    for p in partitions])])
-        for result in answer.topics[0].partitions:
-            _check(result.error_code, f"{topic}-{result.partition_index}")
-            found[result.partition_index] = result.offset
-    return found
-
-
-def produce(client: Client, args) -> None:
-    from wire.murmur2 import default_partition
-
-    leaders = client.leaders(args.topic)
-    count, pending, next_partition = 0, {}, 0
-    acks = {"all": -1, "-1": -1, "1": 1, "0": 0}[args.acks]
-    for line in sys.stdin.buffer:
-        line = line.rstrip(b"\r\n")
-        key = None
-        if args.key_separator is not None and args.key_separator.encode() in line:
-            key, line = line.split(args.key_separator.encode(), 1)
-        if args.partition is not None:
-            partition = args.partition
-        elif key is not None:
-            partition = default_partition(key, len(leaders))
-        else:  # keyless: a sticky partition per batch, as Kafka's producers do
-            partition = next_partition
-        records = pending.setdefault(partition, [])
-        records.append(Record(offset_delta=len(records), key=key, value=line))
-        count += 1
-        if len(records) >= _BATCH_RECORDS:
-            _send(client, args.topic, leaders, {partition: pending.pop(partition)}, acks)
-            next_partition = (next_partition + 1) % len(leaders)
-        if count % _PROGRESS_EVERY == 0:
-            print(f"{count:,} records sent", file=sys.stderr)
-    if pending:
-        _send(client, args.topic, leaders, pending, acks)
-    print(f"{count} records produced to {args.topic}.")
-
-
-def _send(client: Client, topic: str, leaders: dict[int, int], batches: dict[int, list], acks: int) -> None:
-    now_ms = int(time.time() * 1000)
-    by_leader: dict[int, list] = {}
-    Data = _REQUEST["Produce"].TopicProduceData
-    for partition, records in batches.items():
-        batch = build_batch(records, base_timestamp=now_ms, max_timestamp=now_ms)
-        by_leader.setdefault(leaders[partition], []).append(Data.PartitionProduceData(index=partition, records=batch))
-    for leader, partitions in by_leader.items():
-        connection = client.broker(leader)
-        request = dict(acks=acks, timeout_ms=30_000, topic_data=[Data(name=topic, partition_data=partitions)])
-        if acks == 0:
-            connection.send("Produce", **request)
-            continue
-        answer = connection.call("Produce", **request)
-        for result in answer.responses[0].partition_responses:
-            _check(result.error_code, f"{topic}-{result.index}")
-
-
-def consume(client: Client, args) -> None:
-    leaders = client.leaders(args.topic)
-    partitions = [args.partition] if args.partition is not None else sorted(leaders)
-    start = EARLIEST if args.from_beginning else LATEST
-    positions = {p: offset for p, offset in list_offsets(client, args.topic, start).items() if p in partitions}
-    printed, idle_since = 0, time.monotonic()
-    FetchTopic = _REQUEST["Fetch"].FetchTopic
-    while (args.max_messages is None or printed < args.max_messages) and \
-            time.monotonic() - idle_since < args.timeout_ms / 1000:
-        got = 0
-        for leader in sorted({leaders[p] for p in partitions}):
-            mine = [p for p in partitions if leaders[p] == leader]
-            answer = client.broker(leader).call("Fetch", max_wait_ms=200, min_bytes=1, max_bytes=16 << 20, topics=[
-                FetchTopic(topic=args.topic, partitions=[FetchTopic.FetchPartition(
-                    partition=p, fetch_offset=positions[p], partition_max_bytes=4 << 20) for p in mine])],
-                forgotten_topics_data=[], rack_id="")
-            for result in answer.responses[0].partitions:
-                _check(result.error_code, f"{args.topic}-{result.partition_index}")
-                for key, value, offset in _records(result.records, positions[result.partition_index]):
-                    if args.max_messages is not None and printed >= args.max_messages:
-                        break
-                    shown = value.decode(errors="replace") if value is not None else "null"
-                    if args.print_key:
-                        shown = (key.decode(errors="replace") if key is not None else "null") + args.key_separator + shown
-                    print(shown)
-                    printed += 1
-                    got += 1
-                    positions[result.partition_index] = offset + 1
-        if got:
-            idle_since = time.monotonic()
-    sys.stdout.flush()
-    print(f"Processed a total of {printed} messages", file=sys.stderr)
-
-
-def _records(data, from_offset: int):
-    """(key, value, offset) of each data record at or after ``from_offset`` (control batches skipped)."""
-    data = bytes(data or b"")
-    for position, header in iter_batches(data, allow_partial_tail=True):
-        if header.is_control:
-            continue
-        _, records = decode_records(data, position)
-        for record in records:
-            offset = header.base_offset + record.offset_delta
-            if offset >= from_offset:
-                yield record.key, record.value, offset
 
 
 # -- groups ---------------------------------------------------------------------------------------------------
@@ -212,7 +89,7 @@ def groups_list(client: Client, args) -> None:
     names = set()
     for node_id in {b.node_id for b in client.metadata([]).brokers}:
         answer = client.broker(node_id).call("ListGroups")
-        _check(answer.error_code, f"broker {node_id}")
+        check_error_code(answer.error_code, f"broker {node_id}")
         names.update(group.group_id for group in answer.groups)
     for name in sorted(names):
         print(name)
@@ -220,7 +97,7 @@ def groups_list(client: Client, args) -> None:
 
 def committed_offsets(client: Client, group: str) -> dict[tuple[str, int], int]:
     answer = client.coordinator(group).call("OffsetFetch", group_id=group, topics=None)
-    _check(answer.error_code, f"group {group}")
+    check_error_code(answer.error_code, f"group {group}")
     return {(topic.name, p.partition_index): p.committed_offset
             for topic in answer.topics for p in topic.partitions if p.committed_offset >= 0}
 
@@ -228,11 +105,11 @@ def committed_offsets(client: Client, group: str) -> dict[tuple[str, int], int]:
 def groups_describe(client: Client, args) -> None:
     coordinator = client.coordinator(args.group)
     [described] = coordinator.call("DescribeGroups", groups=[args.group]).groups
-    _check(described.error_code, f"group {args.group}")
+    check_error_code(described.error_code, f"group {args.group}")
     print(f"Group: {args.group}  State: {described.group_state}  Members: {len(described.members)}")
     rows = [["TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG"]]
     committed = committed_offsets(client, args.group)
-    ends = {topic: list_offsets(client, topic, LATEST) for topic in {t for t, _ in committed}}
+    ends = {topic: client.list_offsets(topic, LATEST) for topic in {t for t, _ in committed}}
     for (topic, partition), offset in sorted(committed.items()):
         end = ends[topic].get(partition, offset)
         rows.append([topic, partition, offset, end, max(0, end - offset)])
@@ -250,7 +127,7 @@ def groups_reset_offsets(client: Client, args) -> None:
     if args.to_offset is not None:
         targets = {p: args.to_offset for p in client.leaders(args.topic)}
     else:
-        targets = list_offsets(client, args.topic, EARLIEST if args.to_earliest else LATEST)
+        targets = client.list_offsets(args.topic, EARLIEST if args.to_earliest else LATEST)
     table([["TOPIC", "PARTITION", "NEW-OFFSET"]] + [[args.topic, p, o] for p, o in sorted(targets.items())])
     if not args.execute:
         print("Dry run: add --execute to reset.")
@@ -261,7 +138,7 @@ def groups_reset_offsets(client: Client, args) -> None:
                                   partition_index=p, committed_offset=o, committed_metadata="")
                                   for p, o in sorted(targets.items())])])
     for result in answer.topics[0].partitions:
-        _check(result.error_code, f"{args.topic}-{result.partition_index}")
+        check_error_code(result.error_code, f"{args.topic}-{result.partition_index}")
     print(f"Reset offsets of group {args.group} on {args.topic}.")
 
 
@@ -319,13 +196,23 @@ RUNNERS = {
     ("topics", "delete"): topics_delete, ("topics", "alter"): topics_alter,
     ("groups", "list"): groups_list, ("groups", "describe"): groups_describe,
     ("groups", "reset-offsets"): groups_reset_offsets,
-    ("produce", None): produce, ("consume", None): consume,
+    ("produce", None): console.produce, ("consume", None): console.consume,
     ("cluster", "status"): cluster_status,
 }
 
 
 def run(arguments) -> int:
     """Run the command ``arguments`` names (kbroker/tools/arguments.py); its exit code."""
+    try:
+        return _run(arguments)
+    except KeyboardInterrupt:  # Ctrl-C outside produce and consume (which end on it with their totals)
+        return 130
+    except BrokenPipeError:  # our reader went away (| head): nothing to say, nobody to say it to
+        console.flush_stdout()
+        return 0
+
+
+def _run(arguments) -> int:
     try:
         security = ClientSecurity.from_properties(arguments.command_config)
     except ConfigError as error:
@@ -338,7 +225,11 @@ def run(arguments) -> int:
         return 1
     try:
         RUNNERS[(arguments.command, arguments.action)](client, arguments)
-    except (KafkaError, OSError) as error:
+        sys.stdout.flush()  # here, where a closed pipe is caught, rather than at exit
+    except BrokenPipeError:  # our stdout (the client turns a broker's into ConnectionError): see run
+        raise
+    except (KafkaError, CommandFailed, OSError) as error:
+        sys.stdout.flush()
         print(f"kbroker: {error}", file=sys.stderr)
         return 1
     finally:

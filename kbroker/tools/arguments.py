@@ -94,23 +94,28 @@ def _add_groups(commands) -> None:
     reset.add_argument("--execute", action="store_true", help="reset (without it: show what would be done)")
 
 
+def _topic_command(commands, name: str, summary: str, description: str) -> argparse.ArgumentParser:
+    """A command without actions (produce, consume), on one topic."""
+    parser = _command(commands, name, summary, description)
+    parser.set_defaults(action=None)
+    parser.add_argument("topic", help="the topic")
+    return parser
+
+
 def _add_produce(commands) -> None:
-    producing = _command(commands, "produce", "send lines from stdin to a topic, one record each",
-                         "Send lines from stdin to a topic, one record each, as kafka-console-producer does.")
-    producing.set_defaults(action=None)
-    producing.add_argument("topic", help="the topic")
+    producing = _topic_command(commands, "produce", "send lines from stdin to a topic, one record each",
+                               "Send lines from stdin to a topic, one record each, as kafka-console-producer does. "
+                               "A topic that does not exist is created when the broker creates topics on first use.")
     producing.add_argument("--key-separator", metavar="TEXT",
-                           help="each line is KEY<TEXT>VALUE")
+                           help="each line is KEY<TEXT>VALUE; a line without TEXT is refused")
     producing.add_argument("--partition", type=int, help="send every record to this partition")
     producing.add_argument("--acks", default="all", choices=["all", "-1", "1", "0"],
                            help="acknowledgements to wait for (default all)")
 
 
 def _add_consume(commands) -> None:
-    consuming = _command(commands, "consume", "print a topic's records to stdout, one per line",
-                         "Print a topic's records to stdout, one per line, as kafka-console-consumer does.")
-    consuming.set_defaults(action=None)
-    consuming.add_argument("topic", help="the topic")
+    consuming = _topic_command(commands, "consume", "print a topic's records to stdout, one per line",
+                               "Print a topic's records to stdout, one per line, as kafka-console-consumer does.")
     consuming.add_argument("--from-beginning", action="store_true",
                            help="start at the oldest record (default: only new ones)")
     consuming.add_argument("--max-messages", type=int, metavar="N", help="stop after N records")

@@ -26,6 +26,7 @@ VERSION_CAPS = {"Metadata": 12, "Produce": 9, "Fetch": 12, "ListOffsets": 7, "Cr
                 "ListGroups": 4, "DescribeGroups": 5, "OffsetFetch": 7, "OffsetCommit": 8, "ApiVersions": 3,
                 "DescribeQuorum": 1}
 _CLIENT_ID = "kbroker-cli"
+LATEST, EARLIEST = -1, -2  # ListOffsets' timestamps for the end and the start of a partition
 
 
 class KafkaError(Exception):
@@ -35,6 +36,15 @@ class KafkaError(Exception):
         self.code = code
         name = ErrorCode(code).name if code in ErrorCode._value2member_map_ else f"error {code}"
         super().__init__(f"{name}{' on ' + where if where else ''}{': ' + message if message else ''}")
+
+
+def check_error_code(code: int, where: str, message: str | None = None) -> None:
+    if code:
+        raise KafkaError(code, where, message)
+
+
+class CommandFailed(Exception):
+    """A command's refusal, said in one line as Kafka's tools say it (``Consumer group 'g' does not exist.``)."""
 
 
 class Connection:
@@ -92,7 +102,10 @@ class Connection:
 
     def _send(self, api_name: str, version: int, body) -> None:
         self.correlation_id += 1
-        self.sock.sendall(encode_request(API_BY_NAME[api_name].key, version, self.correlation_id, _CLIENT_ID, body))
+        try:
+            self.sock.sendall(encode_request(API_BY_NAME[api_name].key, version, self.correlation_id, _CLIENT_ID, body))
+        except BrokenPipeError:  # not the commands' stdout closing, which they end on quietly
+            raise ConnectionError(f"{self.address} closed the connection") from None
 
     def _call(self, api_name: str, version: int, body):
         api = API_BY_NAME[api_name]
@@ -163,6 +176,22 @@ class Client:
         if found.error_code:
             raise KafkaError(found.error_code, topic)
         return {p.partition_index: p.leader_id for p in found.partitions}
+
+    def list_offsets(self, topic: str, timestamp: int) -> dict[int, int]:
+        """Partition -> offset at ``timestamp`` (LATEST: the end, EARLIEST: the start), asking each leader."""
+        by_leader: dict[int, list[int]] = {}
+        for partition, leader in self.leaders(topic).items():
+            by_leader.setdefault(leader, []).append(partition)
+        Topic = API_BY_NAME["ListOffsets"].request_class.ListOffsetsTopic
+        found = {}
+        for leader, partitions in by_leader.items():
+            answer = self.broker(leader).call("ListOffsets", replica_id=-1, isolation_level=0, topics=[Topic(
+                name=topic, partitions=[Topic.ListOffsetsPartition(partition_index=p, timestamp=timestamp)
+                                        for p in partitions])])
+            for result in answer.topics[0].partitions:
+                check_error_code(result.error_code, f"{topic}-{result.partition_index}")
+                found[result.partition_index] = result.offset
+        return found
 
     def coordinator(self, group: str) -> Connection:
         answer = self.bootstrap.call("FindCoordinator", key=group, key_type=0)
