@@ -47,6 +47,9 @@ def test_kip_848_epochs_are_checked(port):
 def test_offset_delete_keeps_subscribed_topics_and_list_groups_filters(port):
     OffsetDelete = API_BY_NAME["OffsetDelete"].request_class
     ListGroups = API_BY_NAME["ListGroups"].request_class
+    CreateTopics = API_BY_NAME["CreateTopics"].request_class
+    call(port, "CreateTopics", 7, CreateTopics(timeout_ms=5000, topics=[  # offsets are only kept for topics that exist
+        CreateTopics.CreatableTopic(name="gone", num_partitions=1, replication_factor=1)]))
     partition = OffsetCommit.OffsetCommitRequestTopic.OffsetCommitRequestPartition(partition_index=0, committed_offset=3)
     simple = OffsetCommit(group_id="errors-simple", generation_id_or_member_epoch=-1, member_id="",
                           topics=[OffsetCommit.OffsetCommitRequestTopic(name="gone", partitions=[partition])])

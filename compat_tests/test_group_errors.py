@@ -7,6 +7,7 @@ belongs to the security issue: no test here.
 import socket
 import struct
 import time
+import uuid
 
 import confluent_kafka
 import confluent_kafka.admin as admin
@@ -33,6 +34,8 @@ OffsetFetch = API_BY_NAME["OffsetFetch"].request_class
 DescribeGroups = API_BY_NAME["DescribeGroups"].request_class
 DeleteGroups = API_BY_NAME["DeleteGroups"].request_class
 ConsumerGroupDescribe = API_BY_NAME["ConsumerGroupDescribe"].request_class
+Metadata = API_BY_NAME["Metadata"].request_class
+MISSING = "no-such-topic"  # never created in this module
 
 
 class Connection:
@@ -237,6 +240,64 @@ def test_unknown_groups_are_group_id_not_found(broker, connection):
     assert (described.error_code, described.group_state, described.members) == (ErrorCode.NONE, "Dead", [])
     [described] = connection.call("ConsumerGroupDescribe", 0, ConsumerGroupDescribe(group_ids=["never-was"])).groups
     assert described.error_code == ErrorCode.GROUP_ID_NOT_FOUND
+
+
+def committed(connection: Connection, group: str) -> dict:
+    """Every offset the group holds, by (topic, partition) (OffsetFetch v8 for all topics)."""
+    request = OffsetFetch(groups=[OffsetFetch.OffsetFetchRequestGroup(group_id=group, topics=None)])
+    [answer] = connection.call("OffsetFetch", 8, request).groups
+    return {(t.name, p.partition_index): p.committed_offset for t in answer.topics for p in t.partitions}
+
+
+@pytest.mark.parametrize("version", range(2, 11))
+def test_offsets_of_topics_and_partitions_that_do_not_exist_are_refused(connection, version):
+    """Kafka (KafkaApis.handleOffsetCommitRequest) answers UNKNOWN_TOPIC_OR_PARTITION for a topic its metadata
+    does not have and for a partition the topic does not have, stores nothing for them and commits the rest;
+    from v10 topics come by id, and an id it does not know is UNKNOWN_TOPIC_ID."""
+    group = f"unknown-topics-v{version}"
+    find_coordinator(connection, group)
+    [described] = connection.call("Metadata", 12, Metadata(topics=[Metadata.MetadataRequestTopic(name=TOPIC)],
+                                                           allow_auto_topic_creation=False)).topics
+    topic, partition = OffsetCommit.OffsetCommitRequestTopic, OffsetCommit.OffsetCommitRequestTopic.OffsetCommitRequestPartition
+    request = OffsetCommit(group_id=group, generation_id_or_member_epoch=-1, member_id="", topics=[
+        topic(name=TOPIC, topic_id=described.topic_id, partitions=[
+            partition(partition_index=index, committed_offset=5) for index in (0, 2, -1)]),
+        topic(name=MISSING, topic_id=uuid.uuid4(), partitions=[partition(partition_index=0, committed_offset=5)])])
+    response = connection.call("OffsetCommit", version, request)
+    missing_topic = ErrorCode.UNKNOWN_TOPIC_ID if version >= 10 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert [[p.error_code for p in t.partitions] for t in response.topics] == [
+        [ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION], [missing_topic]]
+    assert committed(connection, group) == {(TOPIC, 0): 5}
+
+    # Only partitions that do not exist: answered without asking the group, so a member it does not know
+    # gets the partitions' error and no group is made.
+    request.member_id, request.generation_id_or_member_epoch, request.topics[0].partitions[:1] = "someone", 3, []
+    response = connection.call("OffsetCommit", version, request)
+    assert [[p.error_code for p in t.partitions] for t in response.topics] == [
+        [ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION], [missing_topic]]
+    request.group_id, request.member_id, request.generation_id_or_member_epoch = f"never-made-v{version}", "", -1
+    connection.call("OffsetCommit", version, request)
+    [described] = connection.call("DescribeGroups", 5, DescribeGroups(groups=[request.group_id])).groups
+    assert described.group_state == "Dead"
+
+
+def test_clients_committing_offsets_of_a_missing_topic_get_unknown_topic_or_partition(broker):
+    """The AdminClient's alter_consumer_group_offsets and a consumer's commit() see the error per partition."""
+    client = admin.AdminClient({"bootstrap.servers": broker.bootstrap})
+    for group, wanted in (("admin-missing-topic", confluent_kafka.TopicPartition(MISSING, 0, 5)),
+                          ("admin-missing-partition", confluent_kafka.TopicPartition(TOPIC, 7, 5))):
+        future = client.alter_consumer_group_offsets([confluent_kafka.ConsumerGroupTopicPartitions(group, [wanted])])[group]
+        [answered] = future.result(timeout=CALL_TIMEOUT_S).topic_partitions
+        assert answered.error is not None and answered.error.code() == confluent_kafka.KafkaError.UNKNOWN_TOPIC_OR_PART
+
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "consumer-missing-topic",
+                                         "enable.auto.commit": False})
+    try:
+        with pytest.raises(confluent_kafka.KafkaException) as raised:
+            consumer.commit(offsets=[confluent_kafka.TopicPartition(MISSING, 0, 5)], asynchronous=False)
+        assert raised.value.args[0].code() == confluent_kafka.KafkaError.UNKNOWN_TOPIC_OR_PART, raised.value
+    finally:
+        consumer.close()
 
 
 def offset_fetch(connection: Connection, group: str, partitions: int):

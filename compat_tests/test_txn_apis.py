@@ -264,6 +264,35 @@ def test_transactional_offsets_need_the_groups_partition_in_the_transaction(brok
     assert commit(3) == ErrorCode.NONE
 
 
+@pytest.mark.parametrize("version", range(0, 6))
+def test_transactional_offsets_of_topics_and_partitions_that_do_not_exist_are_refused(broker, version):
+    """Kafka (KafkaApis.handleTxnOffsetCommitRequest): a topic its metadata does not have, or a partition the
+    topic does not have, is UNKNOWN_TOPIC_OR_PARTITION and kept out of the transaction; the rest is committed."""
+    TxnOffsetCommit = API_BY_NAME["TxnOffsetCommit"].request_class
+    AddOffsetsToTxn = API_BY_NAME["AddOffsetsToTxn"].request_class
+    OffsetFetch = API_BY_NAME["OffsetFetch"].request_class
+    group, tid = unique("txn-unknown-topics"), unique("txn-unknown-topics")
+    call(broker.port, "FindCoordinator", 4, FindCoordinator(key_type=0, coordinator_keys=[group]))
+    answer = init(broker.port, tid)
+    producer = (answer.producer_id, answer.producer_epoch)
+    if version < 5:  # from v5 (transaction version 2) the commit adds the group's partition itself
+        assert call(broker.port, "AddOffsetsToTxn", 3, AddOffsetsToTxn(transactional_id=tid, producer_id=producer[0],
+                                                                        producer_epoch=producer[1], group_id=group)
+                    ).error_code == ErrorCode.NONE
+    topic, partition = TxnOffsetCommit.TxnOffsetCommitRequestTopic, \
+        TxnOffsetCommit.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition
+    body = TxnOffsetCommit(transactional_id=tid, group_id=group, producer_id=producer[0], producer_epoch=producer[1], topics=[
+        topic(name=TOPIC, partitions=[partition(partition_index=index, committed_offset=5) for index in (0, 2)]),
+        topic(name="no-such-topic", partitions=[partition(partition_index=0, committed_offset=5)])])
+    answer = call(broker.port, "TxnOffsetCommit", version, body)
+    assert [[p.error_code for p in t.partitions] for t in answer.topics] == [
+        [ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION], [ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]]
+    end_and_wait(broker.port, tid, producer, commit=True)
+    fetch = OffsetFetch(groups=[OffsetFetch.OffsetFetchRequestGroup(group_id=group, topics=None)])
+    [held] = call(broker.port, "OffsetFetch", 8, fetch).groups
+    assert [(t.name, p.partition_index, p.committed_offset) for t in held.topics for p in t.partitions] == [(TOPIC, 0, 5)]
+
+
 def test_the_broker_finalizes_transaction_version_2(broker):
     answer = call(broker.port, "ApiVersions", 3, API_BY_NAME["ApiVersions"].request_class(
         client_software_name="test", client_software_version="1"))

@@ -114,6 +114,8 @@ def test_transactional_offset_commits_count_only_after_the_commit_marker_and_sur
     data_dir = tempfile.mkdtemp(prefix="kbroker-txn-")
     with running_broker(data_dir, settings={"offsets.topic.num.partitions": 1}) as broker:
         port = broker.port
+        call(port, "CreateTopics", 7, CreateTopics(timeout_ms=5000, topics=[  # offsets are kept only for topics that exist
+            CreateTopics.CreatableTopic(name="txn", num_partitions=1, replication_factor=1)]))
         call(port, "FindCoordinator", 4, FindCoordinator(key_type=0, coordinator_keys=["g"]))
         pid, epoch = begin(port, "t", partitions={})
         add_offsets = AddOffsetsToTxn(transactional_id="t", producer_id=pid, producer_epoch=epoch, group_id="g")

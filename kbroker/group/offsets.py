@@ -101,6 +101,18 @@ class OffsetStore:
         self._by_group.pop(group_id, None)
 
 
+def unknown_partitions(topics, keys) -> set[tuple[str, int]]:
+    """The (topic, partition) ``keys`` naming no partition in ``topics`` (the metadata image's, by name).
+
+    Kafka answers these UNKNOWN_TOPIC_OR_PARTITION and hands only the others to
+    the coordinator (KafkaApis.handleOffsetCommitRequest and
+    handleTxnOffsetCommitRequest), so no group holds offsets of a partition that
+    does not exist.
+    """
+    return {(name, index) for name, index in keys
+            if name not in topics or not 0 <= index < len(topics[name].partitions)}
+
+
 def _value_of(committed: CommittedOffset):
     return records.OffsetCommitValue(
         offset=committed.offset,

@@ -3,6 +3,11 @@
 Member and generation (or KIP-848 member epoch) are checked by the group;
 ``generation_id_or_member_epoch = -1`` with no member is a "simple" commit,
 allowed only for a group without members. From v10 topics come by id.
+
+As Kafka's KafkaApis.handleOffsetCommitRequest, a topic the metadata does not
+have, or a partition past its count, is answered UNKNOWN_TOPIC_OR_PARTITION
+(an id it does not know UNKNOWN_TOPIC_ID) and kept from the group; a request
+left with nothing to commit is answered without asking the group at all.
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ from kbroker import handlers
 from kbroker.effects import CoordinatorError
 from kbroker.group.shell import now_ms
 from kbroker.security.acls import AclOperation, ResourceType
-from kbroker.security.authorization import allowed, require_group
+from kbroker.security.authorization import allowed
 from wire.errors import ErrorCode
 from wire.schema import API_BY_NAME
 
@@ -23,46 +28,57 @@ _TOPIC_IDS_FROM = 10
 
 @handlers.handles("OffsetCommit", 2, 10)
 async def handle(broker, context, request):
-    from kbroker.group.offsets import CommittedOffset  # the group cores load at the first group request
+    # The group cores load at the first group request.
+    from kbroker.group.offsets import CommittedOffset, unknown_partitions
 
-    shell, image, now = broker.groups, broker.image, now_ms()
+    image, now = broker.image, now_ms()
     by_id = context.api_version >= _TOPIC_IDS_FROM
-    names = {topic.topic_id: name for name, topic in image.topics.items()} if by_id else {}
-    commits, unknown, refused = {}, set(), set()
-    for topic in request.topics:
-        name = names.get(topic.topic_id) if by_id else topic.name
-        if name is not None and not allowed(broker, context, AclOperation.READ, ResourceType.TOPIC, name):
-            refused.add(name)
-        for partition in topic.partitions:
-            if name is None:
-                unknown.add((topic.topic_id, partition.partition_index))
-                continue
-            if name in refused:
-                continue
-            commits[(name, partition.partition_index)] = CommittedOffset(
-                offset=partition.committed_offset,
-                leader_epoch=partition.committed_leader_epoch,
-                metadata=partition.committed_metadata or "",
-                commit_timestamp_ms=now,
-            )
+    names = [image.topic_names.get(topic.topic_id) if by_id else topic.name for topic in request.topics]
+    if not allowed(broker, context, AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return _answer(request, names, lambda name, index: ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    refused = {name for name in names
+               if name is not None and not allowed(broker, context, AclOperation.READ, ResourceType.TOPIC, name)}
+    wanted = [(name, partition) for name, topic in zip(names, request.topics)
+              if name is not None and name not in refused for partition in topic.partitions]
+    unknown = unknown_partitions(image.topics, [(name, partition.partition_index) for name, partition in wanted])
+    commits = {
+        (name, partition.partition_index): CommittedOffset(
+            offset=partition.committed_offset,
+            leader_epoch=partition.committed_leader_epoch,
+            metadata=partition.committed_metadata or "",
+            commit_timestamp_ms=now,
+        )
+        for name, partition in wanted if (name, partition.partition_index) not in unknown
+    }
+    errors = await _commit(broker.groups, request, context.api_version, commits) if commits else {}
+
+    def error_of(name, index):
+        if name is None:
+            return ErrorCode.UNKNOWN_TOPIC_ID
+        if name in refused:
+            return ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        if (name, index) in unknown:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        return errors.get((name, index), ErrorCode.NONE)
+
+    return _answer(request, names, error_of)
+
+
+async def _commit(shell, request, version: int, commits) -> dict:
     try:
-        require_group(broker, context, AclOperation.READ, request.group_id)
         errors, effects = shell.coordinator.commit_offsets(
             request.group_id, request.member_id, request.group_instance_id, request.generation_id_or_member_epoch,
-            context.api_version, commits)
+            version, commits)
         if not await shell.wait_applied(request.group_id, effects):
-            errors = {key: ErrorCode.COORDINATOR_NOT_AVAILABLE for key in errors}
+            errors = dict.fromkeys(errors, ErrorCode.COORDINATOR_NOT_AVAILABLE)
     except CoordinatorError as error:
-        errors = {key: error.error_code for key in commits}
-    topics = []
-    for topic in request.topics:
-        name = names.get(topic.topic_id) if by_id else topic.name
-        results = []
-        for partition in topic.partitions:
-            key = (name, partition.partition_index)
-            code = ErrorCode.UNKNOWN_TOPIC_ID if name is None else errors.get(key, ErrorCode.NONE)
-            if name in refused:
-                code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-            results.append(PartitionResult(partition_index=partition.partition_index, error_code=code))
-        topics.append(TopicResult(name=topic.name, topic_id=topic.topic_id, partitions=results))
-    return OffsetCommitResponse(topics=topics)
+        errors = dict.fromkeys(commits, error.error_code)
+    return errors
+
+
+def _answer(request, names, error_of):
+    return OffsetCommitResponse(topics=[
+        TopicResult(name=topic.name, topic_id=topic.topic_id, partitions=[
+            PartitionResult(partition_index=p.partition_index, error_code=error_of(name, p.partition_index))
+            for p in topic.partitions])
+        for name, topic in zip(names, request.topics)])

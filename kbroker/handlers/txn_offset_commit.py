@@ -3,6 +3,11 @@
 The offsets are written to ``__consumer_offsets`` as part of the producer's
 transaction and become visible (OffsetFetch) only when its COMMIT marker
 reaches that partition; an ABORT drops them (kbroker/txn/markers.py).
+
+As Kafka's KafkaApis.handleTxnOffsetCommitRequest, a topic the metadata does
+not have, or a partition past its count, is answered UNKNOWN_TOPIC_OR_PARTITION
+and kept out of the transaction; with nothing else to commit the transaction is
+not consulted at all.
 """
 
 from __future__ import annotations
@@ -24,7 +29,8 @@ PartitionResult = TopicResult.TxnOffsetCommitResponsePartition
 
 @handlers.handles("TxnOffsetCommit", 0, 5)
 async def handle(broker, context, request):
-    from kbroker.group.offsets import CommittedOffset  # the group cores load at the first group request
+    # The group cores load at the first group request.
+    from kbroker.group.offsets import CommittedOffset, unknown_partitions
 
     shell, now = broker.groups, now_ms()
     commits = {
@@ -36,6 +42,10 @@ async def handle(broker, context, request):
     refused = _refused(broker, context, request)
     if refused:
         return _answer(request, refused)
+    unknown = dict.fromkeys(unknown_partitions(broker.image.topics, commits), ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    commits = {key: committed for key, committed in commits.items() if key not in unknown}
+    if not commits:
+        return _answer(request, unknown)
     if context.api_version >= _TRANSACTION_VERSION_2_FROM:
         await _add_to_transaction(broker, request)
     remote = await _ask_remote_coordinator(broker, request, add=context.api_version >= _TRANSACTION_VERSION_2_FROM)
@@ -44,7 +54,7 @@ async def handle(broker, context, request):
         errors = dict.fromkeys(commits, refused)
     else:
         errors = await _commit(shell, request, commits)
-    return _answer(request, errors)
+    return _answer(request, errors | unknown)
 
 
 def _refused(broker, context, request) -> dict:
