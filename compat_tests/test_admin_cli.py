@@ -82,15 +82,50 @@ def test_groups_describe_shows_lag_and_reset_offsets_moves_them(broker):
     consumer.commit(offsets=[TopicPartition("grouped", 0, 30)], asynchronous=False)
     consumer.close()
     assert "cli-group" in kbroker(broker, "groups", "list").split()
-    described = kbroker(broker, "groups", "describe", "cli-group")
-    assert ["grouped", "0", "30", "100", "70"] in [line.split() for line in described.splitlines()]
+    described = run("groups", "describe", "cli-group", "--bootstrap-server", broker)
+    # kafka-consumer-groups' columns; an offset nobody is assigned shows "-" for its member, and the
+    # group's state goes to stderr
+    assert described.stdout.splitlines()[:3] == [
+        "", "GROUP           TOPIC           PARTITION  CURRENT-OFFSET  LOG-END-OFFSET  LAG             CONSUMER-ID "
+            "    HOST            CLIENT-ID",
+        "cli-group       grouped         0          30              100             70              -           "
+            "    -               -"]
+    assert described.stderr.strip() == "Consumer group 'cli-group' has no active members."
     dry_run = kbroker(broker, "groups", "reset-offsets", "cli-group", "--topic", "grouped", "--to-earliest")
     assert "Dry run" in dry_run
-    assert ["grouped", "0", "30", "100", "70"] in [line.split() for line in
-                                                   kbroker(broker, "groups", "describe", "cli-group").splitlines()]
+    assert ["cli-group", "grouped", "0", "0"] in [line.split() for line in dry_run.splitlines()]
+    assert ["cli-group", "grouped", "0", "30", "100", "70", "-", "-", "-"] in [
+        line.split() for line in kbroker(broker, "groups", "describe", "cli-group").splitlines()]
     kbroker(broker, "groups", "reset-offsets", "cli-group", "--topic", "grouped", "--to-offset", "90", "--execute")
-    assert ["grouped", "0", "90", "100", "10"] in [line.split() for line in
-                                                   kbroker(broker, "groups", "describe", "cli-group").splitlines()]
+    assert ["cli-group", "grouped", "0", "90", "100", "10", "-", "-", "-"] in [
+        line.split() for line in kbroker(broker, "groups", "describe", "cli-group").splitlines()]
+
+
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_groups_describe_shows_each_member_beside_its_partitions(broker, protocol):
+    """A classic group's members carry their assignment in the consumer protocol's bytes; a KIP-848
+    group's are asked with ConsumerGroupDescribe, as Kafka's admin client asks."""
+    topic, group = f"watched-{protocol}", f"busy-{protocol}"
+    kbroker(broker, "topics", "create", topic, "--partitions", "2")
+    consumer = Consumer({"bootstrap.servers": broker, "group.id": group, "client.id": "watcher",
+                         "group.protocol": protocol, "auto.offset.reset": "earliest"})
+    try:
+        consumer.subscribe([topic])
+        deadline = time.monotonic() + 30
+        while len(consumer.assignment()) < 2 and time.monotonic() < deadline:
+            consumer.poll(0.2)
+        rows = [line.split() for line in kbroker(broker, "groups", "describe", group).splitlines()[2:]]
+        member = consumer.memberid()
+        assert [[row[1], row[2], row[3], row[6], row[8]] for row in rows] == [
+            [topic, "0", "-", member, "watcher"], [topic, "1", "-", member, "watcher"]]
+    finally:
+        consumer.close()
+
+
+def test_groups_describe_of_a_group_that_does_not_exist_says_so(broker):
+    done = run("groups", "describe", "no-such-group", "--bootstrap-server", broker)
+    assert done.returncode == 1
+    assert done.stderr == "kbroker: Consumer group 'no-such-group' does not exist.\n" and done.stdout == ""
 
 
 def test_bootstrap_server_and_command_config_go_before_or_after_the_command(broker, tmp_path):
@@ -102,6 +137,10 @@ def test_bootstrap_server_and_command_config_go_before_or_after_the_command(brok
                       ["--bootstrap-server", broker, "--command-config", str(config), "topics", "describe", "placed"]):
         done = run(*arguments)
         assert done.returncode == 0 and "placed" in done.stdout, (arguments, done.stdout + done.stderr)
+    for arguments in (["groups", "describe", "absent", "--bootstrap-server", broker],
+                      ["--bootstrap-server", broker, "groups", "describe", "absent"]):
+        done = run(*arguments)
+        assert done.returncode == 1 and "Consumer group 'absent' does not exist." in done.stderr, arguments
 
 
 def test_produce_creates_a_missing_topic_where_the_broker_auto_creates_topics(broker):

@@ -11,14 +11,14 @@ from __future__ import annotations
 import sys
 
 from kbroker.config import ConfigError
-from kbroker.tools import console
-from kbroker.tools.client import EARLIEST, LATEST, Client, CommandFailed, KafkaError, check_error_code
+from kbroker.tools import console, groups
+from kbroker.tools.client import Client, CommandFailed, KafkaError, check_error_code
 from kbroker.tools.client_config import ClientSecurity
 from wire.errors import ErrorCode
 from wire.schema import API_BY_NAME
 
 _REQUEST = {name: API_BY_NAME[name].request_class for name in (
-    "CreateTopics", "DeleteTopics", "CreatePartitions", "IncrementalAlterConfigs", "DescribeConfigs", "OffsetCommit")}
+    "CreateTopics", "DeleteTopics", "CreatePartitions", "IncrementalAlterConfigs", "DescribeConfigs")}
 
 
 def table(rows: list[list], out=sys.stdout) -> None:
@@ -83,65 +83,6 @@ def topics_alter(client: Client, args) -> None:
         print(f"Altered configs of {args.name}: {', '.join(args.topic_configs)}.")
 
 
-# -- groups ---------------------------------------------------------------------------------------------------
-
-def groups_list(client: Client, args) -> None:
-    names = set()
-    for node_id in {b.node_id for b in client.metadata([]).brokers}:
-        answer = client.broker(node_id).call("ListGroups")
-        check_error_code(answer.error_code, f"broker {node_id}")
-        names.update(group.group_id for group in answer.groups)
-    for name in sorted(names):
-        print(name)
-
-
-def committed_offsets(client: Client, group: str) -> dict[tuple[str, int], int]:
-    answer = client.coordinator(group).call("OffsetFetch", group_id=group, topics=None)
-    check_error_code(answer.error_code, f"group {group}")
-    return {(topic.name, p.partition_index): p.committed_offset
-            for topic in answer.topics for p in topic.partitions if p.committed_offset >= 0}
-
-
-def groups_describe(client: Client, args) -> None:
-    coordinator = client.coordinator(args.group)
-    [described] = coordinator.call("DescribeGroups", groups=[args.group]).groups
-    check_error_code(described.error_code, f"group {args.group}")
-    print(f"Group: {args.group}  State: {described.group_state}  Members: {len(described.members)}")
-    rows = [["TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG"]]
-    committed = committed_offsets(client, args.group)
-    ends = {topic: client.list_offsets(topic, LATEST) for topic in {t for t, _ in committed}}
-    for (topic, partition), offset in sorted(committed.items()):
-        end = ends[topic].get(partition, offset)
-        rows.append([topic, partition, offset, end, max(0, end - offset)])
-    table(rows)
-    for member in described.members:
-        print(f"member {member.member_id} client {member.client_id} host {member.client_host}")
-
-
-def groups_reset_offsets(client: Client, args) -> None:
-    coordinator = client.coordinator(args.group)
-    [described] = coordinator.call("DescribeGroups", groups=[args.group]).groups
-    if described.members:
-        raise KafkaError(ErrorCode.NON_EMPTY_GROUP, f"group {args.group}",
-                         "stop its consumers first: offsets are reset only for an inactive group")
-    if args.to_offset is not None:
-        targets = {p: args.to_offset for p in client.leaders(args.topic)}
-    else:
-        targets = client.list_offsets(args.topic, EARLIEST if args.to_earliest else LATEST)
-    table([["TOPIC", "PARTITION", "NEW-OFFSET"]] + [[args.topic, p, o] for p, o in sorted(targets.items())])
-    if not args.execute:
-        print("Dry run: add --execute to reset.")
-        return
-    Topic = _REQUEST["OffsetCommit"].OffsetCommitRequestTopic
-    answer = coordinator.call("OffsetCommit", group_id=args.group, generation_id_or_member_epoch=-1, member_id="",
-                              topics=[Topic(name=args.topic, partitions=[Topic.OffsetCommitRequestPartition(
-                                  partition_index=p, committed_offset=o, committed_metadata="")
-                                  for p, o in sorted(targets.items())])])
-    for result in answer.topics[0].partitions:
-        check_error_code(result.error_code, f"{args.topic}-{result.partition_index}")
-    print(f"Reset offsets of group {args.group} on {args.topic}.")
-
-
 # -- cluster --------------------------------------------------------------------------------------------------
 
 def cluster_status(client: Client, args) -> None:
@@ -194,8 +135,8 @@ def _pairs(items: list[str]) -> list[tuple[str, str]]:
 RUNNERS = {
     ("topics", "list"): topics_list, ("topics", "describe"): topics_describe, ("topics", "create"): topics_create,
     ("topics", "delete"): topics_delete, ("topics", "alter"): topics_alter,
-    ("groups", "list"): groups_list, ("groups", "describe"): groups_describe,
-    ("groups", "reset-offsets"): groups_reset_offsets,
+    ("groups", "list"): groups.list_groups, ("groups", "describe"): groups.describe,
+    ("groups", "reset-offsets"): groups.reset_offsets,
     ("produce", None): console.produce, ("consume", None): console.consume,
     ("cluster", "status"): cluster_status,
 }
