@@ -60,7 +60,8 @@ def test_topics_create_describe_alter_list_delete(broker):
     assert "cli-topic" in kbroker(broker, "topics", "list").split()
     kbroker(broker, "topics", "delete", "cli-topic")
     assert "cli-topic" not in kbroker(broker, "topics", "list").split()
-    assert "UNKNOWN_TOPIC_OR_PARTITION" in kbroker(broker, "topics", "describe", "cli-topic", expect=1)
+    assert "Topic 'cli-topic' does not exist as expected" in kbroker(broker, "topics", "describe", "cli-topic",
+                                                                     expect=1)
     assert "TOPIC_ALREADY_EXISTS" not in kbroker(broker, "topics", "create", "again", "--partitions", "1")
     assert "TOPIC_ALREADY_EXISTS" in kbroker(broker, "topics", "create", "again", "--partitions", "1", expect=1)
 
@@ -141,6 +142,22 @@ def test_bootstrap_server_and_command_config_go_before_or_after_the_command(brok
                       ["--bootstrap-server", broker, "groups", "describe", "absent"]):
         done = run(*arguments)
         assert done.returncode == 1 and "Consumer group 'absent' does not exist." in done.stderr, arguments
+
+
+def test_topics_describe_prints_as_kafka_topics_does(broker):
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import AdminClient
+
+    kbroker(broker, "topics", "create", "described", "--partitions", "2", "--config", "retention.ms=60000")
+    lines = kbroker(broker, "topics", "describe", "described").splitlines()
+    admin = AdminClient({"bootstrap.servers": broker})
+    description = admin.describe_topics(TopicCollection(["described"]))["described"].result(30)
+    # librdkafka prints the id in plain base64; Kafka (Uuid.toString) in its URL-safe alphabet, unpadded
+    topic_id = str(description.topic_id).translate(str.maketrans("+/", "-_")).rstrip("=")
+    assert lines == [
+        f"Topic: described\tTopicId: {topic_id}\tPartitionCount: 2\tReplicationFactor: 1\tConfigs: retention.ms=60000",
+        "\tTopic: described\tPartition: 0\tLeader: 1\tReplicas: 1\tIsr: 1\tElr: \tLastKnownElr: ",
+        "\tTopic: described\tPartition: 1\tLeader: 1\tReplicas: 1\tIsr: 1\tElr: \tLastKnownElr: "]
 
 
 def test_produce_creates_a_missing_topic_where_the_broker_auto_creates_topics(broker):
@@ -286,6 +303,15 @@ def test_cluster_status_of_a_three_node_cluster_shows_its_quorum(tmp_path):
         voters = [line.split()[0] for line in output.split("VOTER", 1)[1].splitlines()[1:] if line.strip()]
         assert voters == ["1", "2", "3"]
         assert "BROKER" in output
+
+        # the active controller is the quorum's leader, whichever node is asked
+        controllers = set()
+        for node in cluster.nodes:
+            status = kbroker(node.bootstrap, "cluster", "status")
+            controller = status.split("Controller: ", 1)[1].split()[0]
+            assert f"Quorum: leader {controller} " in status, status
+            controllers.add(controller)
+        assert controllers == {str(cluster.leader().node_id)}
 
         # a topic created on first use in a cluster is unknown for a moment: produce waits for its leaders
         assert "1 records produced to on-first-use." in kbroker(bootstrap, "produce", "on-first-use", stdin="hello\n")

@@ -1,13 +1,16 @@
-"""``kbroker topics|groups|produce|consume|cluster``: Kafka's shell tools for people without them.
+"""``kbroker topics|cluster``, and the dispatch of every admin command (``groups``: kbroker/tools/groups.py,
+``produce|consume``: kbroker/tools/console.py): Kafka's shell tools for people without them.
 
 Each command speaks the Kafka protocol (kbroker/tools/client.py) to any broker named by
 ``--bootstrap-server``, connecting as ``--command-config FILE`` says (TLS, SASL; see
-kbroker/tools/client_config.py), and prints plain aligned text; errors are Kafka's names on stderr
-with exit code 1.
+kbroker/tools/client_config.py). Where Kafka's tools print something a person would compare
+(``kafka-topics --describe``, ``kafka-consumer-groups --describe``), the layout is theirs; errors are
+one line on stderr (Kafka's error names, or Kafka's sentences) with exit code 1.
 """
 
 from __future__ import annotations
 
+import base64
 import sys
 
 from kbroker.config import ConfigError
@@ -15,16 +18,25 @@ from kbroker.tools import console, groups
 from kbroker.tools.client import Client, CommandFailed, KafkaError, check_error_code
 from kbroker.tools.client_config import ClientSecurity
 from wire.errors import ErrorCode
+from wire.primitives import ZERO_UUID
 from wire.schema import API_BY_NAME
 
 _REQUEST = {name: API_BY_NAME[name].request_class for name in (
-    "CreateTopics", "DeleteTopics", "CreatePartitions", "IncrementalAlterConfigs", "DescribeConfigs")}
+    "CreateTopics", "DeleteTopics", "CreatePartitions", "IncrementalAlterConfigs", "DescribeConfigs",
+    "DescribeTopicPartitions", "DescribeQuorum")}
+TOPIC_RESOURCE = 2  # DescribeConfigs' resource type of a topic
+DEFAULT_CONFIG = 5  # a config's source when nothing sets it: kafka-topics leaves those out of Configs
 
 
 def table(rows: list[list], out=sys.stdout) -> None:
     widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))] if rows else []
     for row in rows:
         print("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip(), file=out)
+
+
+def kafka_uuid(value) -> str:
+    """A topic id as Kafka prints it (Uuid.toString): URL-safe base64 of the 16 bytes, no padding."""
+    return base64.urlsafe_b64encode(value.bytes).decode().rstrip("=")
 
 
 # -- topics ---------------------------------------------------------------------------------------------------
@@ -36,17 +48,65 @@ def topics_list(client: Client, args) -> None:
 
 
 def topics_describe(client: Client, args) -> None:
-    [topic] = client.metadata([args.name]).topics
-    check_error_code(topic.error_code, args.name)
-    print(f"Topic: {topic.name}  PartitionCount: {len(topic.partitions)}  "
-          f"ReplicationFactor: {len(topic.partitions[0].replica_nodes) if topic.partitions else 0}")
-    configs = client.bootstrap.call("DescribeConfigs", resources=[_REQUEST["DescribeConfigs"].DescribeConfigsResource(
-        resource_type=2, resource_name=args.name, configuration_keys=None)]).results[0]
-    overrides = [f"{c.name}={c.value}" for c in configs.configs if c.config_source == 1]
-    print(f"Configs: {','.join(overrides)}")
-    table([["Partition", "Leader", "Replicas", "Isr"]] + [
-        [p.partition_index, p.leader_id, ",".join(map(str, p.replica_nodes)), ",".join(map(str, p.isr_nodes))]
-        for p in sorted(topic.partitions, key=lambda p: p.partition_index)])
+    """As kafka-topics --describe: the topic's line, then one line per partition, tab-separated."""
+    topic, partitions, with_elr = _described_topic(client, args.name)
+    replication = len(partitions[0].replica_nodes) if partitions else 0
+    topic_id = f"\tTopicId: {kafka_uuid(topic.topic_id)}" if topic.topic_id != ZERO_UUID else ""
+    print(f"Topic: {topic.name}{topic_id}\tPartitionCount: {len(partitions)}\tReplicationFactor: {replication}"
+          f"\tConfigs: {','.join(_set_configs(client, args.name))}")
+    for partition in partitions:
+        print(_partition_line(topic.name, partition, with_elr))
+
+
+def _described_topic(client: Client, name: str) -> tuple[object, list, bool]:
+    """The topic, its partitions in order, and whether they carry eligible leader replicas: Kafka's
+    admin client asks DescribeTopicPartitions (which has them) where the broker knows it, else Metadata."""
+    with_elr = "DescribeTopicPartitions" in client.bootstrap.versions
+    [topic] = [_topic_partitions(client, name)] if with_elr else client.metadata([name]).topics
+    if topic.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+        raise CommandFailed(f"Topic '{name}' does not exist as expected")
+    check_error_code(topic.error_code, name)
+    return topic, sorted(topic.partitions, key=lambda p: p.partition_index), with_elr
+
+
+def _topic_partitions(client: Client, name: str):
+    """DescribeTopicPartitions, following its cursor until every partition is in."""
+    Request = _REQUEST["DescribeTopicPartitions"]
+    topic, cursor = None, None
+    while True:
+        answer = client.bootstrap.call("DescribeTopicPartitions", topics=[Request.TopicRequest(name=name)],
+                                       response_partition_limit=2000, cursor=cursor)
+        [page] = answer.topics
+        if topic is None:
+            topic = page
+        else:
+            topic.partitions.extend(page.partitions)
+        if answer.next_cursor is None or page.error_code:
+            return topic
+        cursor = Request.Cursor(topic_name=answer.next_cursor.topic_name,
+                                partition_index=answer.next_cursor.partition_index)
+
+
+def _set_configs(client: Client, name: str) -> list[str]:
+    """KEY=VALUE of each config not at its default (set on the topic, or on the broker), as kafka-topics shows."""
+    Resource = _REQUEST["DescribeConfigs"].DescribeConfigsResource
+    [result] = client.bootstrap.call("DescribeConfigs", resources=[Resource(
+        resource_type=TOPIC_RESOURCE, resource_name=name, configuration_keys=None)]).results
+    check_error_code(result.error_code, name, result.error_message)
+    return [f"{config.name}={config.value}" for config in result.configs if config.config_source != DEFAULT_CONFIG]
+
+
+def _partition_line(topic: str, partition, with_elr: bool) -> str:
+    def nodes(ids) -> str:
+        return ",".join(map(str, ids))
+
+    leader = partition.leader_id if partition.leader_id >= 0 else "none"
+    line = (f"\tTopic: {topic}\tPartition: {partition.partition_index}\tLeader: {leader}"
+            f"\tReplicas: {nodes(partition.replica_nodes)}\tIsr: {nodes(partition.isr_nodes)}")
+    if not with_elr or partition.eligible_leader_replicas is None:
+        return line + "\tElr: N/A\tLastKnownElr: N/A"
+    elr, last_known_elr = partition.eligible_leader_replicas, partition.last_known_elr or []
+    return line + f"\tElr: {nodes(elr)}\tLastKnownElr: {nodes(last_known_elr)}"
 
 
 def topics_create(client: Client, args) -> None:
@@ -86,9 +146,13 @@ def topics_alter(client: Client, args) -> None:
 # -- cluster --------------------------------------------------------------------------------------------------
 
 def cluster_status(client: Client, args) -> None:
+    """The active controller is the metadata quorum's leader (kafka-metadata-quorum's LeaderId): a
+    broker's Metadata names itself or any broker there, since clients cannot reach a KRaft controller."""
     metadata = client.metadata()
+    quorum, quorum_error = _describe_quorum(client)
+    controller = quorum.leader_id if quorum is not None else metadata.controller_id
     live = {b.node_id for b in metadata.brokers}
-    print(f"Cluster: {metadata.cluster_id}  Controller: {metadata.controller_id}")
+    print(f"Cluster: {metadata.cluster_id}  Controller: {controller}")
     table([["BROKER", "HOST", "PORT", "RACK"]] + [[b.node_id, b.host, b.port, b.rack or ""]
                                                   for b in sorted(metadata.brokers, key=lambda b: b.node_id)])
     partitions = [(t.name, p) for t in metadata.topics for p in t.partitions]
@@ -100,22 +164,27 @@ def cluster_status(client: Client, args) -> None:
         print(f"under-replicated: {name}")
     for name in offline:
         print(f"offline: {name}")
-    if "DescribeQuorum" in client.bootstrap.versions:
-        _quorum_status(client)
+    if quorum is not None:
+        _print_quorum(quorum)
+    elif quorum_error is not None:
+        print(f"Quorum: not available ({quorum_error})")
 
 
-def _quorum_status(client: Client) -> None:
-    """The metadata quorum as the active controller sees it (a broker asks it for us)."""
-    Request = API_BY_NAME["DescribeQuorum"].request_class
+def _describe_quorum(client: Client) -> tuple[object | None, KafkaError | None]:
+    """The metadata quorum as the active controller sees it (a broker asks it for us); (None, None)
+    from a broker that does not speak DescribeQuorum."""
+    if "DescribeQuorum" not in client.bootstrap.versions:
+        return None, None
+    Request = _REQUEST["DescribeQuorum"]
     answer = client.bootstrap.call("DescribeQuorum", topics=[Request.TopicData(
         topic_name="__cluster_metadata", partitions=[Request.TopicData.PartitionData(partition_index=0)])])
     if answer.error_code or not answer.topics:
-        print(f"Quorum: not available ({KafkaError(answer.error_code or ErrorCode.UNKNOWN_SERVER_ERROR)})")
-        return
+        return None, KafkaError(answer.error_code or ErrorCode.UNKNOWN_SERVER_ERROR)
     quorum = answer.topics[0].partitions[0]
-    if quorum.error_code:
-        print(f"Quorum: not available ({KafkaError(quorum.error_code)})")
-        return
+    return (None, KafkaError(quorum.error_code)) if quorum.error_code else (quorum, None)
+
+
+def _print_quorum(quorum) -> None:
     print(f"Quorum: leader {quorum.leader_id}  epoch {quorum.leader_epoch}  high watermark {quorum.high_watermark}")
     table([["VOTER", "LOG-END-OFFSET", "LAG"]] + [
         [voter.replica_id, voter.log_end_offset, max(0, quorum.high_watermark - voter.log_end_offset)]
