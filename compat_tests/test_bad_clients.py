@@ -9,6 +9,7 @@ import time
 
 import confluent_kafka
 import confluent_kafka.admin as admin
+import pytest
 
 from compat_tests.broker_process import BrokerProcess
 
@@ -43,6 +44,7 @@ def hostile_traffic(port: int, rounds: int, seed: int) -> None:
                 pass
 
 
+@pytest.mark.slow
 def test_a_producer_and_consumer_keep_working_through_hostile_clients(tmp_path):
     broker = BrokerProcess(tmp_path / "data", None, f"max.connections={IDLE_CONNECTIONS + 50}")
     broker.start()

@@ -58,6 +58,7 @@ def _committed(consumer: Consumer) -> bool:
         return False
 
 
+@pytest.mark.slow
 def test_a_group_carries_on_when_its_coordinator_dies(tmp_path):
     cluster = Quorum(tmp_path, combined=True, overrides=COORDINATOR_SETTINGS)
     try:
@@ -103,6 +104,7 @@ def test_a_group_carries_on_when_its_coordinator_dies(tmp_path):
         cluster.close()
 
 
+@pytest.mark.slow
 def test_group_churn_goes_on_across_a_coordinator_kill(tmp_path):
     """Issue 7's churn test (members joining and leaving at random while a producer writes; every
     record processed, the committed offsets at the log ends), on three brokers whose group

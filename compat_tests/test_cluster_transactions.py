@@ -34,6 +34,7 @@ def read_committed(bootstrap: str, topic: str) -> list[bytes]:
         consumer.close()
 
 
+@pytest.mark.slow
 def test_transactions_survive_their_coordinators_death(tmp_path):
     cluster = Quorum(tmp_path, combined=True, overrides=COORDINATOR_SETTINGS)
     try:
@@ -88,6 +89,7 @@ def _init(producer: Producer) -> bool:
         return False
 
 
+@pytest.mark.slow
 def test_consume_transform_produce_stays_exactly_once_across_coordinator_kills(tmp_path):
     """Issue 8's exactly-once worker on three brokers: its transaction coordinator is SIGKILLed after
     1,500 committed records and its group coordinator after 3,000 (each restarted); every input
@@ -154,6 +156,7 @@ def test_consume_transform_produce_stays_exactly_once_across_coordinator_kills(t
         cluster.close()
 
 
+@pytest.mark.slow
 def test_randomized_transactions_on_three_brokers_pass_the_checker(tmp_path):
     """Issue 8's randomized transactional workload and its checker on three brokers, with one broker
     at a time SIGKILLed or SIGTERMed and started again (coordinators and partition leaders move)."""

@@ -115,6 +115,7 @@ def test_admin_changes_through_any_broker_reach_every_broker(cluster):
     until(lambda: all("grows" not in client.list_topics(timeout=5).topics for client in admin), 15, "grows gone")
 
 
+@pytest.mark.slow
 def test_records_go_to_each_partitions_leader_and_come_back(cluster):
     admin = AdminClient({"bootstrap.servers": cluster.node(1).bootstrap})
     admin.create_topics([NewTopic("events", num_partitions=3, replication_factor=3)])["events"].result(15)
@@ -132,6 +133,7 @@ def test_records_go_to_each_partitions_leader_and_come_back(cluster):
     assert values == {f"value-{i}".encode() for i in range(300)}
 
 
+@pytest.mark.slow
 def test_a_broker_that_stops_heartbeating_is_fenced_and_its_leaderships_move(cluster):
     admin = AdminClient({"bootstrap.servers": cluster.node(1).bootstrap})
     admin.create_topics([NewTopic("moves", num_partitions=6, replication_factor=3)])["moves"].result(15)
@@ -159,6 +161,7 @@ def test_a_broker_that_stops_heartbeating_is_fenced_and_its_leaderships_move(clu
     until(handed_to_node_1, 15, "node 1 leading every partition")
 
 
+@pytest.mark.slow
 def test_broker_only_nodes_follow_a_controller_only_quorum(tmp_path):
     """process.roles=broker beside process.roles=controller, as a production Kafka cluster is laid out:
     the brokers replicate the metadata as observers and take admin requests for the controllers."""
@@ -207,6 +210,7 @@ def test_a_request_to_a_follower_names_the_leader(cluster):
     assert [n.node_id for n in fetch.node_endpoints] == [leader]
 
 
+@pytest.mark.slow
 def test_leader_epochs_tell_a_consumer_where_each_epoch_ended(cluster):
     """KIP-320: records written under one leader, the leader stopped, more written under the next.
     OffsetForLeaderEpoch at the new leader ends the first epoch where the second began and the

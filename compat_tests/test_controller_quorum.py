@@ -112,6 +112,7 @@ def image_of(node) -> dict:
     return {"brokers": state["brokers"], "topics": state["topics"]}
 
 
+@pytest.mark.slow
 def test_the_leader_killed_mid_creation_loses_no_topic_and_a_restart_keeps_everything(tmp_path):
     quorum = Quorum(tmp_path, overrides=LONG_SESSIONS + SMALL_SNAPSHOTS)
     try:
@@ -158,6 +159,7 @@ def test_the_leader_killed_mid_creation_loses_no_topic_and_a_restart_keeps_every
         quorum.close()
 
 
+@pytest.mark.slow
 def test_a_wiped_voter_rejoins_by_fetching_the_snapshot(tmp_path):
     quorum = Quorum(tmp_path, overrides=LONG_SESSIONS + SMALL_SNAPSHOTS)
     try:

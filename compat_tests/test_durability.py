@@ -4,12 +4,14 @@ import time
 
 import confluent_kafka
 import confluent_kafka.admin as admin
+import pytest
 
 from compat_tests.broker_process import BrokerProcess
 
 KILLS = 5
 
 
+@pytest.mark.slow
 def test_acknowledged_messages_survive_sigkill_restarts(tmp_path):
     broker = BrokerProcess(tmp_path / "data")
     broker.start()

@@ -23,6 +23,7 @@ import time
 import uuid
 
 import confluent_kafka
+import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from compat_tests.broker_process import BrokerProcess
@@ -71,6 +72,7 @@ def start_worker(bootstrap, source, target, idle_s, stderr=subprocess.DEVNULL):
     return subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=stderr, text=True)
 
 
+@pytest.mark.slow
 def test_consume_transform_produce_is_exactly_once_across_a_worker_crash(tmp_path):
     broker = BrokerProcess(tmp_path / "data", None, *BROKER_SETTINGS)
     broker.start()
@@ -199,6 +201,7 @@ def _initialised(settings, stop):
     return None
 
 
+@pytest.mark.slow
 def test_randomized_transactions_across_broker_restarts_pass_the_checker(tmp_path):
     broker = BrokerProcess(tmp_path / "data", None, *BROKER_SETTINGS)
     broker.start()

@@ -28,10 +28,12 @@ def broker(tmp_path_factory):
     process.kill()
 
 
+@pytest.mark.slow
 def test_three_members_share_six_partitions_and_hand_over(broker, tmp_path):
     three_members_share_and_hand_over(broker.bootstrap, CLIENT, tmp_path, session_timeout_ms=SESSION_TIMEOUT_MS)
 
 
+@pytest.mark.slow
 def test_churn_every_record_is_processed_and_committed(broker, tmp_path):
     churn(broker.bootstrap, CLIENT, tmp_path, seed=11)
 

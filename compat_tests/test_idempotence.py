@@ -73,6 +73,7 @@ def consume(bootstrap, topic):
 PRODUCERS = {"confluent-kafka": produce_confluent, "kafka-python": produce_kafka_python}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("client", PRODUCERS)
 def test_an_idempotent_producer_never_duplicates_across_forced_retries(proxied, client):
     proxy, broker = proxied
@@ -85,6 +86,7 @@ def test_an_idempotent_producer_never_duplicates_across_forced_retries(proxied, 
         assert per_partition == sorted(per_partition)  # idempotence also keeps order across the retries
 
 
+@pytest.mark.slow
 def test_a_plain_producer_duplicates_across_the_same_retries(proxied):
     proxy, broker = proxied
     produce_confluent(f"127.0.0.1:{proxy.port}", "plain", idempotent=False)

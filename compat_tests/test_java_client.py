@@ -168,6 +168,7 @@ def batch_count(broker, topic, partition):
 # ---- admin -------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_describe_cluster_and_list_topics(java_harness, broker):
     """describeCluster names this broker as the only node and the controller; listTopics hides __cluster_metadata."""
     run = java_harness.run("metadata", broker.bootstrap)
@@ -380,6 +381,7 @@ def test_log_append_time_topic(java_harness, broker):
         assert (line["timestamp"], line["timestamp_type"]) == (ack_stamps[position], "LOG_APPEND_TIME")
 
 
+@pytest.mark.slow
 def test_delete_records_moves_log_start(java_harness, broker):
     """deleteRecords moves the log start (past the high watermark: OffsetOutOfRange), listOffsets earliest follows, a seek below it fails (reset=none) or resets (earliest)."""
     topic = "java-delete-records"
@@ -433,6 +435,7 @@ def test_seek_to_offsets(java_harness, broker):
     assert all(as_tuple(line) == by_position[(line["partition"], line["offset"])] for line in lines)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("protocol", ["classic", "consumer"])
 def test_subscribed_consumer_in_a_group_commits_what_it_read(java_harness, broker, protocol):
     """subscribe() in a group: every record once, then the committed offsets are the log ends, as another client sees them."""
@@ -509,6 +512,7 @@ def test_readme_table_is_current():
     )
 
 
+@pytest.mark.slow
 def test_java_transactions_are_visible_to_read_committed_only_when_committed(java_harness, broker):
     """Transactions (version 2) with sendOffsetsToTransaction: read_committed sees committed ones only.
 

@@ -61,6 +61,7 @@ def test_a_broker_logs_its_addresses_and_no_protocol_steps_but_real_errors(tmp_p
     assert re.search(r"INFO kbroker\.requests: Metadata v\d+ .*INVALID_TOPIC_EXCEPTION@not a topic name!", log), log
 
 
+@pytest.mark.slow
 def test_a_cluster_starting_and_serving_a_group_logs_no_protocol_steps(tmp_path):
     cluster = Quorum(tmp_path, combined=True)
     try:

@@ -89,6 +89,7 @@ def test_traffic_latency_and_group_lag_are_measured(tmp_path):
         broker.kill()
 
 
+@pytest.mark.slow
 def test_ready_only_once_registered_and_unfenced_and_not_when_cut_off(tmp_path):
     """A cluster node serves /health at once, /ready only once the quorum has unfenced it; with the
     rest of the quorum gone its lease runs out and /ready says so, until the others return."""

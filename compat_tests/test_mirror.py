@@ -66,6 +66,7 @@ def read_all(broker: BrokerProcess, topic: str, ends: list[int]) -> dict[int, li
     return found
 
 
+@pytest.mark.slow
 def test_mirroring_survives_three_kills_without_losing_a_record(tmp_path):
     source, target = BrokerProcess(tmp_path / "source"), BrokerProcess(tmp_path / "target")
     source.start()

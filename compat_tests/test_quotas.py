@@ -66,6 +66,7 @@ def produce_for(bootstrap: str, topic: str, client_id: str, seconds: float, rate
     producer.flush(5)
 
 
+@pytest.mark.slow
 def test_a_producer_is_held_to_its_byte_rate_and_others_are_not(tmp_path):
     broker = BrokerProcess(tmp_path / "data")
     broker.start()

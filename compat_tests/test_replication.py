@@ -157,6 +157,7 @@ def flaky_links(cluster: Quorum, victim) -> None:
 NEMESES = [kill_and_restart, isolate_and_heal, blackhole_from_peers, flaky_links]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fault", NEMESES, ids=["kill", "partition", "blackhole", "flaky"])
 def test_no_acknowledged_write_is_lost_under_a_nemesis(tmp_path, fault):
     """SIGKILL and restart the leader of a partition; cut it off the network (every listener of its node
@@ -194,6 +195,7 @@ def test_no_acknowledged_write_is_lost_under_a_nemesis(tmp_path, fault):
         cluster.close()
 
 
+@pytest.mark.slow
 def test_a_clean_stop_hands_its_leaderships_over_before_the_process_exits(tmp_path):
     """Controlled shutdown: a SIGTERMed broker asks the controller to move its leaderships and exits once
     they have moved. broker.session.timeout.ms is 60 s here, so fencing by a missed session cannot
@@ -229,6 +231,7 @@ def test_a_clean_stop_hands_its_leaderships_over_before_the_process_exits(tmp_pa
         cluster.close()
 
 
+@pytest.mark.slow
 def test_an_isr_shrinking_under_a_waiting_produce_answers_not_enough_replicas_after_append(tmp_path):
     """Kafka's two refusals of acks=all. The followers' fetches to the leader are blackholed (their other
     links, and the clients', go through): an acks=all produce is written at the leader and waits;
@@ -280,6 +283,7 @@ def produce_raw(port: int, topic: str, value: bytes) -> int:
     return response.responses[0].partition_responses[0].error_code
 
 
+@pytest.mark.slow
 def test_with_two_of_three_replicas_down_acks_all_is_refused_until_they_return(tmp_path):
     """Controllers apart from the brokers (so the quorum outlives them): two brokers die, the controller
     fences them and the ISR shrinks to one, below min.insync.replicas=2: acks=all produce answers
@@ -333,6 +337,7 @@ def test_with_two_of_three_replicas_down_acks_all_is_refused_until_they_return(t
         cluster.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["elect_leaders", "auto_rebalance"])
 def test_leadership_returns_to_preferred_replicas(tmp_path, how):
     """A restarted broker gets its leaderships back: through ElectLeaders (confluent-kafka's
@@ -369,6 +374,7 @@ def test_leadership_returns_to_preferred_replicas(tmp_path, how):
         cluster.close()
 
 
+@pytest.mark.slow
 def test_a_partition_reassigned_under_load_loses_nothing(tmp_path):
     """Replicas {1,2,3} -> {1,2,4} (kafka-python's alter_partition_reassignments) while an acks=all
     producer writes: broker 4 catches up and joins the ISR before 3 is dropped; nothing acknowledged

@@ -208,6 +208,7 @@ def test_tls_garbage_and_plaintext_on_the_tls_listener_are_closed(broker):
     still_serving(broker)
 
 
+@pytest.mark.slow
 def test_sessions_end_after_connections_max_reauth_ms_unless_renewed(broker):
     """KIP-368: the lifetime is announced; a client that re-authenticates in time goes on, as the
     same principal; a request after expiry closes the connection."""

@@ -51,6 +51,7 @@ def _knows(node) -> bool:
             and [(r.resource_name, [a.principal for a in r.acls]) for r in acls] == [(TOPIC, ["User:alice"])])
 
 
+@pytest.mark.slow
 def test_credentials_and_acls_reach_every_broker_and_survive_restarts(tmp_path):
     cluster = Quorum(tmp_path, combined=True, overrides=SECURITY)
     sasl_ports = add_listener(cluster, "SASL_PLAINTEXT")
@@ -140,6 +141,7 @@ def _admin_config(node) -> dict:
             "sasl.username": "admin", "sasl.password": "admin-secret"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_nodes_reach_each_other_over_tls_and_sasl(tmp_path, layout):
     cluster, internal_ports = _secured_cluster(tmp_path, layout)

@@ -91,6 +91,7 @@ def test_kafka_python_produces_and_consumes(broker, way):
     assert values == [f"{way}-{index}" for index in range(MESSAGES)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("way, user, password", REFUSED, ids=[f"{w}-{u}-{p}" for w, u, p in REFUSED])
 def test_confluent_kafka_is_refused(broker, way, user, password):
     topic = _topic(broker)
@@ -112,6 +113,7 @@ def test_confluent_kafka_is_refused(broker, way, user, password):
     assert _end_offset(broker, topic) == 0  # nothing was written
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("way, user, password", REFUSED, ids=[f"{w}-{u}-{p}" for w, u, p in REFUSED])
 def test_kafka_python_is_refused(broker, way, user, password):
     config = broker.kafka_python_config(way, user, password)
@@ -185,6 +187,7 @@ def test_a_command_config_it_cannot_use_is_refused_naming_the_setting(broker, tm
         assert refused.returncode == 2 and named in refused.stderr, refused.stderr
 
 
+@pytest.mark.slow
 def test_a_requested_client_certificate_names_the_client_when_given_and_is_not_needed(tmp_path):
     """ssl.client.auth=requested: a client without a certificate is served as User:ANONYMOUS, one with a
     certificate the broker trusts as the certificate's subject; a certificate from a CA the broker does

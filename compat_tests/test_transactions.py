@@ -156,6 +156,7 @@ def describe_transaction(port, transactional_id):
     return state
 
 
+@pytest.mark.slow
 def test_committed_records_reach_every_reader_and_aborted_ones_only_read_uncommitted(broker):
     topic = "orders"
     create_topic(broker.bootstrap, topic)
@@ -183,6 +184,7 @@ def test_committed_records_reach_every_reader_and_aborted_ones_only_read_uncommi
         assert sorted(read_kcat(broker.bootstrap, topic, "read_uncommitted")) == sorted(everything)
 
 
+@pytest.mark.slow
 def test_a_second_producer_fences_the_first_and_aborts_its_open_transaction(broker):
     topic = "fencing"
     create_topic(broker.bootstrap, topic)
@@ -205,6 +207,7 @@ def test_a_second_producer_fences_the_first_and_aborts_its_open_transaction(brok
     assert sorted(values) == sorted(successor_values + zombie_values)
 
 
+@pytest.mark.slow
 def test_a_broker_killed_mid_transactions_comes_back_with_every_transaction_whole(broker):
     topic = "crash"
     create_topic(broker.bootstrap, topic)
@@ -262,6 +265,7 @@ ABANDONING_PRODUCER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_a_vanished_producers_transaction_is_aborted_after_its_timeout(broker, tmp_path):
     topic = "vanishing"
     create_topic(broker.bootstrap, topic)

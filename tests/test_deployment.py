@@ -531,6 +531,7 @@ def installed(dockerfile, tmp_path_factory) -> Installed:
     return Installed(venv, environment, version)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(TEST_TIMEOUT_S)
 def test_the_dockerfile_install_gives_a_working_kbroker_command(installed, tmp_path):
     script = installed.venv / "bin" / "kbroker"
