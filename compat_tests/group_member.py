@@ -13,6 +13,8 @@ prints one JSON object per line:
     {"event": "records", "offsets": [[partition, offset], ...]}          processed (printed before the commit)
     {"event": "committed", "offsets": {"0": 13, ...}} / {"event": "commit_failed", "error": "..."}
     {"event": "closed"} / {"event": "error", "error": "..."}
+    {"event": "fatal", "error": "_FATAL", "reason": "..."}   confluent-kafka: the client is unusable (a fenced
+                                                              static member); it closes without committing
     {"event": "ready"}   with --wait-for-start: the client exists and waits for a ``start`` line to subscribe
 
 ``partitions`` is always the whole current assignment, whether the client
@@ -134,6 +136,15 @@ def run_confluent(options, reporter: Reporter, control: Control) -> None:
         config.update({"session.timeout.ms": options.session_timeout_ms, "heartbeat.interval.ms": options.heartbeat_interval_ms})
     if options.instance_id:
         config["group.instance.id"] = options.instance_id
+    fatal_errors = []  # librdkafka's fatal error: _FATAL, the broker's error in its text (error_cb, or a consumed error)
+
+    def on_error(error) -> None:
+        if error.fatal():
+            fatal_errors.append(error)
+        else:
+            print(f"error_cb: {error}", file=sys.stderr, flush=True)  # into the member's log
+
+    config["error_cb"] = on_error
     consumer = confluent_kafka.Consumer(config)
 
     def commit() -> None:
@@ -158,7 +169,13 @@ def run_confluent(options, reporter: Reporter, control: Control) -> None:
     wait_for_start(options, reporter, control)
     consumer.subscribe([options.topic], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost)
     while not control.stopping.is_set():
-        messages = [m for m in consumer.consume(num_messages=500, timeout=POLL_TIMEOUT_S) if m.error() is None]
+        polled = consumer.consume(num_messages=500, timeout=POLL_TIMEOUT_S)
+        fatal_errors += [m.error() for m in polled if m.error() is not None and m.error().code() == confluent_kafka.KafkaError._FATAL]
+        messages = [m for m in polled if m.error() is None]
+        if fatal_errors:
+            reporter.emit("fatal", error=fatal_errors[0].name(), reason=fatal_errors[0].str())
+            consumer.close()
+            return
         if messages:
             reporter.processed([(m.partition(), m.offset()) for m in messages])
             commit()

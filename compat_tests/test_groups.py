@@ -288,6 +288,46 @@ def test_static_member_restarted_within_its_session_timeout_gets_its_partitions_
             each.kill()
 
 
+def test_a_static_member_whose_instance_id_a_second_process_takes_is_fenced(broker, tmp_path):
+    """KIP-345 (issue 24): the second consumer with a group.instance.id replaces the first, which
+    learns it is fenced (FENCED_INSTANCE_ID, fatal in librdkafka) at its next heartbeat instead of
+    rejoining and replacing the second in turn, again and again."""
+    topic = group = "static-fenced"
+    create_topic(broker.bootstrap, topic)
+
+    def member(name: str) -> Member:
+        return Member("confluent-classic", broker.bootstrap, group, topic, name, tmp_path, instance_id="shared",
+                      session_timeout_ms=SESSION_TIMEOUT_MS, heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS).start()
+
+    everything = set(range(PARTITIONS))
+    first = member("shared-first")
+    second = None
+    try:
+        assert wait_until(lambda: first.partitions == everything, SETTLE_TIMEOUT_S), first.describe()
+        generation = first.last("assigned")["generation"]
+        second = member("shared-second")
+        assert wait_until(lambda: first.last("fatal") is not None, SETTLE_TIMEOUT_S), [first.describe(), second.describe()]
+        # librdkafka's words for FENCED_INSTANCE_ID, inside its _FATAL error.
+        assert "Static consumer fenced by other consumer with same group.instance.id" in first.last("fatal")["reason"]
+        assert wait_until(lambda: second.partitions == everything, SETTLE_TIMEOUT_S), second.describe()
+        assert wait_until(lambda: not first.alive, CALL_TIMEOUT_S), first.describe()
+
+        # Nothing ping-pongs: over many heartbeat intervals the second keeps its member id, its
+        # partitions and the generation, with no further JoinGroup (a rejoin would take a new id).
+        settled = second.last("assigned")
+        callbacks = second.assignments
+        window_s = 8 * HEARTBEAT_INTERVAL_MS / 1000
+        assert describe_members(broker.bootstrap, group) == {"shared": (settled["member_id"], sorted(everything))}
+        assert not wait_until(lambda: second.assignments != callbacks, window_s), second.events[-5:]
+        assert describe_members(broker.bootstrap, group) == {"shared": (settled["member_id"], sorted(everything))}
+        assert settled["generation"] == generation  # a static member's return is no rebalance
+        assert second.alive and not second.errors() and second.last("fatal") is None
+    finally:
+        for each in (first, second):
+            if each is not None:
+                each.kill()
+
+
 def describe_members(bootstrap: str, group: str) -> dict[str, tuple[str, list[int]]]:
     """group.instance.id -> (member id, assigned partitions), from DescribeGroups."""
     client = admin.AdminClient({"bootstrap.servers": bootstrap})

@@ -10,6 +10,15 @@ have, or the rebalance timeout drops the silent; the generation is bumped and
 the leader receives every member's metadata (CompletingRebalance); the
 leader's SyncGroup brings the assignments, which are persisted before any
 member receives its own (Stable).
+
+A static member (KIP-345) is known by its group.instance.id (JoinGroup v5+).
+When another process joins with that instance id, it takes the member's place
+(a new member id, the same assignment) and the old member id is fenced: every
+request naming the instance id with the old member id is answered
+FENCED_INSTANCE_ID, which is fatal for the client. The instance id is checked
+before membership, as Kafka's ``ClassicGroup.validateMember``; answering
+UNKNOWN_MEMBER_ID instead makes the old member rejoin and replace the new one,
+in turn, for ever.
 """
 
 from __future__ import annotations
@@ -33,6 +42,8 @@ DescribedGroup = API_BY_NAME["DescribeGroups"].response_class.DescribedGroup
 DescribedMember = DescribedGroup.DescribedGroupMember
 
 _MEMBER_ID_REQUIRED_FROM = 4  # JoinGroup v4+: a new member first gets its id (KIP-394)
+_GROUP_INSTANCE_ID_FROM = 5  # JoinGroup v5+: group.instance.id (KIP-345)
+_SKIP_ASSIGNMENT_FROM = 9  # JoinGroup v9+: a returning static leader is told not to reassign (KIP-814)
 _SYNC_PROTOCOL_CHECK_FROM = 5
 _BATCH_LEAVE_FROM = 3
 
@@ -109,7 +120,7 @@ class ClassicGroup:
         if not self._supports(request.protocol_type, protocols):
             return refuse(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
         rebalance_timeout_ms = request.rebalance_timeout_ms if request.rebalance_timeout_ms > 0 else request.session_timeout_ms
-        instance_id = request.group_instance_id if api_version >= 5 else None
+        instance_id = request.group_instance_id if api_version >= _GROUP_INSTANCE_ID_FROM else None
         if not request.member_id:
             return self._join_unknown(waiter, request, api_version, instance_id, protocols, rebalance_timeout_ms,
                                       client_id, client_host, now_ms)
@@ -119,9 +130,10 @@ class ClassicGroup:
                       client_id, client_host, now_ms) -> list:
         if len(self.members) + len(self._pending) >= self.config.max_size and instance_id not in self._static:
             return [Respond(waiter, _join_error(ErrorCode.GROUP_MAX_SIZE_REACHED, ""))]
-        member_id = self._new_member_id(client_id)
+        member_id = self._new_member_id(instance_id if instance_id is not None else client_id)  # Kafka's naming
         if instance_id is not None and instance_id in self._static:
-            return self._rejoin_static(waiter, member_id, instance_id, request, protocols, rebalance_timeout_ms, now_ms)
+            return self._rejoin_static(waiter, member_id, instance_id, request, api_version, protocols,
+                                       rebalance_timeout_ms, now_ms)
         if instance_id is None and api_version >= _MEMBER_ID_REQUIRED_FROM:
             self._pending[member_id] = now_ms + request.session_timeout_ms
             return [Respond(waiter, _join_error(ErrorCode.MEMBER_ID_REQUIRED, member_id))]
@@ -137,11 +149,10 @@ class ClassicGroup:
             member = Member(member_id, instance_id, client_id, client_host, request.session_timeout_ms,
                             rebalance_timeout_ms, request.protocol_type, protocols)
             return self._add_and_rebalance(member, waiter, now_ms)
-        member = self.members.get(member_id)
-        if instance_id is not None and self._static.get(instance_id, member_id) != member_id:
-            return [Respond(waiter, _join_error(ErrorCode.FENCED_INSTANCE_ID, member_id))]
-        if member is None:
-            return [Respond(waiter, _join_error(ErrorCode.UNKNOWN_MEMBER_ID, member_id))]
+        code = self._validate_member(member_id, instance_id)
+        if code:
+            return [Respond(waiter, _join_error(code, member_id))]
+        member = self.members[member_id]
         effects = self._answer_join(member, ErrorCode.REBALANCE_IN_PROGRESS) if member.join_waiter is not None else []
         same = member.protocols == protocols
         member.protocols, member.session_timeout_ms = protocols, request.session_timeout_ms
@@ -157,10 +168,13 @@ class ClassicGroup:
         member.join_waiter = waiter
         return effects + self._prepare_rebalance(now_ms)
 
-    def _rejoin_static(self, waiter, member_id, instance_id, request, protocols, rebalance_timeout_ms, now_ms) -> list:
-        """A known group instance back with a new member id: the old id is fenced, the partitions stay."""
+    def _rejoin_static(self, waiter, member_id, instance_id, request, api_version, protocols, rebalance_timeout_ms,
+                       now_ms) -> list:
+        """A known group instance back with a new member id: the new id takes the old one's place
+        and assignment, the old id is fenced (Kafka's updateStaticMemberThenRebalanceOrCompleteJoin)."""
+        leader_before = self.leader_id
         old = self.members.pop(self._static[instance_id])
-        effects = []
+        effects = []  # what the old id still waits for is answered at once (Kafka's replaceStaticMember)
         if old.join_waiter is not None:
             effects.append(Respond(old.join_waiter, _join_error(ErrorCode.FENCED_INSTANCE_ID, old.member_id)))
         if old.sync_waiter is not None:
@@ -172,13 +186,19 @@ class ClassicGroup:
         self._static[instance_id] = member_id
         if self.leader_id == old.member_id:
             self.leader_id = member_id
-        if self.state is GroupState.STABLE and old.protocols == protocols:
-            response = self._join_response(member, include_members=member_id == self.leader_id)
-            response.skip_assignment = member_id == self.leader_id  # the leader must not reassign (v9)
+        if self.state is GroupState.STABLE and self._select_protocol() == self.protocol_name:
+            # No rebalance: the member gets the current generation back and syncs for its old assignment.
+            if api_version >= _SKIP_ASSIGNMENT_FROM:
+                response = self._join_response(member, include_members=member_id == self.leader_id)
+                response.skip_assignment = member_id == self.leader_id
+            else:  # a leader that does not know skip_assignment is not told it leads: the old id does
+                response = self._join_response(member, include_members=False)
+                response.leader = leader_before or ""
             return effects + [Persist((self.record(now_ms),)), Respond(waiter, response)]
         member.join_waiter = waiter
         if self.state is GroupState.PREPARING_REBALANCE:
             return effects + self._maybe_complete_join(now_ms)
+        # CompletingRebalance: the leader may be assigning to the old id, so the group rebalances again.
         return effects + self._prepare_rebalance(now_ms)
 
     def _add_and_rebalance(self, member: Member, waiter: int, now_ms: int) -> list:
@@ -330,12 +350,14 @@ class ClassicGroup:
             return [Respond(waiter, SyncGroupResponse(error_code=code, protocol_type=self.protocol_type,
                                                       protocol_name=self.protocol_name, assignment=assignment))]
 
-        member = self.members.get(request.member_id)
-        if self.state in (GroupState.EMPTY, GroupState.DEAD) or member is None:
+        if self.state is GroupState.EMPTY:
             return answer(ErrorCode.UNKNOWN_MEMBER_ID)
-        code = self._check_instance(member, request.group_instance_id)
+        if self.state is GroupState.DEAD:
+            return answer(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        code = self._validate_member(request.member_id, request.group_instance_id)
         if code:
             return answer(code)
+        member = self.members[request.member_id]
         if request.generation_id != self.generation_id:
             return answer(ErrorCode.ILLEGAL_GENERATION)
         if api_version >= _SYNC_PROTOCOL_CHECK_FROM and (
@@ -377,20 +399,20 @@ class ClassicGroup:
     def heartbeat(self, request, api_version: int, now_ms: int) -> int:
         if self.state is GroupState.DEAD:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        member = self.members.get(request.member_id)
-        if self.state is GroupState.EMPTY or member is None:
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        code = self._check_instance(member, request.group_instance_id)
+        code = self._validate_member(request.member_id, request.group_instance_id)
         if code:
             return code
         if request.generation_id != self.generation_id:
             return ErrorCode.ILLEGAL_GENERATION
+        member = self.members[request.member_id]
         member.session_deadline_ms = now_ms + member.session_timeout_ms
         if self.state is GroupState.PREPARING_REBALANCE:
             return ErrorCode.REBALANCE_IN_PROGRESS
         return ErrorCode.NONE
 
     def leave(self, request, api_version: int, now_ms: int) -> tuple[object, list]:
+        if self.state is GroupState.DEAD:
+            return LeaveGroupResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, members=[]), []
         if api_version < _BATCH_LEAVE_FROM:
             leaving = [(request.member_id, None)]
         else:
@@ -405,44 +427,50 @@ class ClassicGroup:
         return LeaveGroupResponse(error_code=ErrorCode.NONE, members=results), effects
 
     def _leave_one(self, member_id: str, instance_id: str | None, now_ms: int) -> tuple[int, list]:
-        if self.state is GroupState.DEAD:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
-        if instance_id is not None:
-            known = self._static.get(instance_id)
-            if known is None:
+        """Kafka's classicGroupLeaveToClassicGroup for one member: an admin names a static member by
+        its instance id alone; a member id with someone else's instance id is fenced."""
+        if not member_id:
+            member_id = self._static.get(instance_id) if instance_id is not None else None
+            if member_id is None:
                 return ErrorCode.UNKNOWN_MEMBER_ID, []
-            if member_id and member_id != known:
-                return ErrorCode.FENCED_INSTANCE_ID, []
-            member_id = known
         elif member_id in self._pending:
             del self._pending[member_id]
             return ErrorCode.NONE, self._maybe_complete_join(now_ms)
-        member = self.members.get(member_id)
-        if member is None:
-            return ErrorCode.UNKNOWN_MEMBER_ID, []
-        return ErrorCode.NONE, self._member_gone(member, now_ms)
+        else:
+            code = self._validate_member(member_id, instance_id)
+            if code:
+                return code, []
+        return ErrorCode.NONE, self._member_gone(self.members[member_id], now_ms)
 
-    def _check_instance(self, member: Member, instance_id: str | None) -> int:
-        if instance_id is not None and self._static.get(instance_id) != member.member_id:
-            return ErrorCode.FENCED_INSTANCE_ID
+    def _validate_member(self, member_id: str, instance_id: str | None) -> int:
+        """Kafka's ClassicGroup.validateMember: the instance id first (an id now held by another
+        member id is fenced, KIP-345), then membership."""
+        if instance_id is not None:
+            holder = self._static.get(instance_id)
+            if holder is None:
+                return ErrorCode.UNKNOWN_MEMBER_ID
+            if holder != member_id:
+                return ErrorCode.FENCED_INSTANCE_ID
+        if member_id not in self.members:
+            return ErrorCode.UNKNOWN_MEMBER_ID
         return ErrorCode.NONE
 
     # -- offsets, admin ---------------------------------------------------------------------
 
     def validate_offset_commit(self, member_id: str, group_instance_id: str | None, generation_id: int) -> int:
+        """Kafka's ClassicGroup.validateOffsetCommit."""
         if self.state is GroupState.DEAD:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        if generation_id < 0 and not member_id:
-            # A "simple" commit, from an admin client or a consumer without group management.
-            return ErrorCode.NONE if not self.members else ErrorCode.UNKNOWN_MEMBER_ID
-        member = self.members.get(member_id)
-        if member is None:
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        code = self._check_instance(member, group_instance_id)
-        if code:
-            return code
-        if generation_id != self.generation_id:
-            return ErrorCode.ILLEGAL_GENERATION
+        if generation_id < 0 and self.state is GroupState.EMPTY:
+            return ErrorCode.NONE  # a "simple" commit, from an admin client or a consumer without group management
+        if generation_id >= 0 or member_id or group_instance_id is not None:
+            code = self._validate_member(member_id, group_instance_id)
+            if code:
+                return code
+            if generation_id != self.generation_id:
+                return ErrorCode.ILLEGAL_GENERATION
+        else:
+            return ErrorCode.UNKNOWN_MEMBER_ID  # no member identity: only while the group is empty
         if self.state is GroupState.COMPLETING_REBALANCE:
             return ErrorCode.REBALANCE_IN_PROGRESS  # no assignment yet to commit for
         return ErrorCode.NONE

@@ -66,8 +66,16 @@ class Story:
         self.run(self.group.sync(waiter, request, 5, self.now_ms))
         return waiter
 
-    def heartbeat(self, member_id, generation) -> int:
-        return self.group.heartbeat(HeartbeatRequest(group_id="g", generation_id=generation, member_id=member_id), 4, self.now_ms)
+    def heartbeat(self, member_id, generation, instance=None) -> int:
+        request = HeartbeatRequest(group_id="g", generation_id=generation, member_id=member_id, group_instance_id=instance)
+        return self.group.heartbeat(request, 4, self.now_ms)
+
+    def leave(self, *identities: tuple[str, str | None]) -> list[int]:
+        """LeaveGroup v5 for (member id, group instance id) pairs: the error per member."""
+        request = LeaveGroupRequest(group_id="g", members=[Identity(member_id=m, group_instance_id=i) for m, i in identities])
+        response, effects = self.group.leave(request, 5, self.now_ms)
+        self.run(effects)
+        return [member.error_code for member in response.members]
 
     def advance(self, ms: int) -> None:
         self.now_ms += ms
@@ -148,28 +156,121 @@ def test_leaving_and_session_expiry_rebalance_the_rest_and_an_empty_group_is_sto
     assert key == records.GroupMetadataKey(group="g") and value.members == []
 
 
-def test_static_member_returns_without_a_rebalance_and_its_old_id_is_fenced():
-    story = Story()
-    waiter = story.join(client="s", instance="instance-1")
-    static_id = story.answers[waiter].member_id  # static members skip the member id handshake
-    story.sync(static_id, 1, {static_id: b"mine"}, instance="instance-1")
-    other = story.new_member(client="d")
-    story.join(other)
+def static_pair_stable(story: Story) -> tuple[str, str, int]:
+    """A static member (instance-1) and a dynamic one in a stable group: (static id, dynamic id, generation)."""
+    static_id = story.answers[story.join(client="s", instance="instance-1")].member_id
+    dynamic_id = story.new_member(client="d")
+    story.join(dynamic_id)
     story.join(static_id, instance="instance-1")
     generation = story.group.generation_id
-    story.sync(static_id, generation, {static_id: b"p0", other: b"p1"}, instance="instance-1")
-    story.sync(other, generation)
-    assert story.group.state is GroupState.STABLE
+    story.sync(static_id, generation, {static_id: b"p0", dynamic_id: b"p1"}, instance="instance-1")
+    story.sync(dynamic_id, generation)
+    assert story.group.state is GroupState.STABLE and story.group.leader_id == static_id
+    return static_id, dynamic_id, generation
 
+
+def test_static_member_returns_without_a_rebalance_and_its_old_id_is_fenced():
+    story = Story()
+    _static_id, _dynamic_id, generation = static_pair_stable(story)
     rejoin = story.join(client="s", instance="instance-1")  # restarted: unknown member id, same instance
     answer = story.answers[rejoin]
     assert answer.error_code == ErrorCode.NONE and answer.generation_id == generation
     assert story.group.state is GroupState.STABLE  # no rebalance of the others
     new_id = answer.member_id
+    assert new_id.startswith("instance-1-")  # Kafka names a static member after its instance id
     assert story.answers[story.sync(new_id, generation, instance="instance-1")].assignment == b"p0"
-    assert story.heartbeat(static_id, generation) == ErrorCode.UNKNOWN_MEMBER_ID
-    fenced = story.sync(static_id, generation, instance="instance-1")
-    assert story.answers[fenced].error_code in (ErrorCode.FENCED_INSTANCE_ID, ErrorCode.UNKNOWN_MEMBER_ID)
+    assert story.heartbeat(new_id, generation, instance="instance-1") == ErrorCode.NONE
+
+
+def test_a_replaced_static_member_is_fenced_before_its_membership_is_checked():
+    """Kafka's ClassicGroup.validateMember: a group.instance.id now held by another member id
+    answers FENCED_INSTANCE_ID (fatal for the client), not UNKNOWN_MEMBER_ID (which makes it
+    rejoin and replace its replacement in turn, KIP-345)."""
+    story = Story()
+    old_id, dynamic_id, generation = static_pair_stable(story)
+    new_id = story.answers[story.join(client="s", instance="instance-1")].member_id  # a second process, same instance
+
+    assert story.heartbeat(old_id, generation, instance="instance-1") == ErrorCode.FENCED_INSTANCE_ID
+    assert story.answers[story.sync(old_id, generation, instance="instance-1")].error_code == ErrorCode.FENCED_INSTANCE_ID
+    assert story.group.validate_offset_commit(old_id, "instance-1", generation) == ErrorCode.FENCED_INSTANCE_ID
+    assert story.answers[story.join(old_id, instance="instance-1")].error_code == ErrorCode.FENCED_INSTANCE_ID
+    assert story.leave((old_id, "instance-1")) == [ErrorCode.FENCED_INSTANCE_ID]
+    # Without its instance id (Heartbeat before v3) the old id is simply unknown.
+    assert story.heartbeat(old_id, generation) == ErrorCode.UNKNOWN_MEMBER_ID
+    # An instance id the group does not know: unknown, whatever the member id.
+    assert story.heartbeat(new_id, generation, instance="instance-9") == ErrorCode.UNKNOWN_MEMBER_ID
+    assert story.group.validate_offset_commit(old_id, "instance-9", generation) == ErrorCode.UNKNOWN_MEMBER_ID
+
+    # None of that disturbed the replacement or the group.
+    assert set(story.group.members) == {new_id, dynamic_id}
+    assert story.group.state is GroupState.STABLE and story.group.generation_id == generation
+    assert story.heartbeat(new_id, generation, instance="instance-1") == ErrorCode.NONE
+    assert story.group.validate_offset_commit(new_id, "instance-1", generation) == ErrorCode.NONE
+    assert story.leave((new_id, "instance-1")) == [ErrorCode.NONE]
+    assert set(story.group.members) == {dynamic_id}
+
+
+def test_a_replaced_static_members_waiting_join_and_sync_are_fenced():
+    """Kafka's replaceStaticMember: the old member's pending JoinGroup and SyncGroup are answered
+    FENCED_INSTANCE_ID at once; a replacement during CompletingRebalance starts a new rebalance."""
+    story = Story()
+    old_id, dynamic_id, generation = static_pair_stable(story)
+    story.join(story.new_member(client="e"))  # a third member: everyone must rejoin
+    old_join = story.join(old_id, instance="instance-1")
+    assert old_join not in story.answers and story.group.state is GroupState.PREPARING_REBALANCE
+    new_join = story.join(client="s", instance="instance-1")
+    assert story.answers[old_join].error_code == ErrorCode.FENCED_INSTANCE_ID
+    assert story.answers[old_join].member_id == old_id
+    story.join(dynamic_id)  # the last one: the join completes with the replacement
+    new_id = story.answers[new_join].member_id
+    assert story.answers[new_join].generation_id == generation + 1 and new_id in story.group.members
+    assert old_id not in story.group.members
+
+
+
+def test_a_static_member_replaced_while_its_sync_waits_is_fenced_and_the_group_rebalances():
+    story = Story()
+    dynamic_id = story.new_member(client="d")
+    story.join(dynamic_id)  # the leader
+    static_join = story.join(client="s", instance="instance-1")
+    story.join(dynamic_id)  # the generation with both
+    old_id = story.answers[static_join].member_id
+    assert story.group.state is GroupState.COMPLETING_REBALANCE and story.group.leader_id == dynamic_id
+    old_sync = story.sync(old_id, story.group.generation_id, instance="instance-1")
+    assert old_sync not in story.answers  # waits for the leader's assignment
+
+    new_join = story.join(client="s", instance="instance-1")
+    assert story.answers[old_sync].error_code == ErrorCode.FENCED_INSTANCE_ID
+    # The leader may have assigned to the old id: a new rebalance, as Kafka.
+    assert story.group.state is GroupState.PREPARING_REBALANCE and new_join not in story.answers
+    story.join(dynamic_id)
+    new_id = story.answers[new_join].member_id
+    assert set(story.group.members) == {dynamic_id, new_id} and story.group.state is GroupState.COMPLETING_REBALANCE
+
+
+@pytest.mark.parametrize("version", [5, 8, 9])
+def test_a_static_leader_replaced_in_a_stable_group_does_not_reassign(version):
+    """Kafka's updateStaticMemberThenRebalanceOrCompleteJoin: no rebalance; from v9 the leader
+    learns the members with skip_assignment, before v9 it is named no leader (the old id is)."""
+    story = Story()
+    old_id, dynamic_id, generation = static_pair_stable(story)
+    answer = story.answers[story.join(client="s", instance="instance-1", version=version)]
+    assert answer.error_code == ErrorCode.NONE and answer.generation_id == generation
+    assert story.group.leader_id == answer.member_id and story.group.state is GroupState.STABLE
+    if version >= 9:
+        assert answer.leader == answer.member_id and answer.skip_assignment
+        assert {m.member_id for m in answer.members} == {answer.member_id, dynamic_id}
+    else:
+        assert answer.leader == old_id and not answer.members and not answer.skip_assignment
+
+
+def test_group_instance_id_counts_from_join_group_v5():
+    """KIP-345: before JoinGroup v5 there is no group.instance.id; such a join is a dynamic member's."""
+    story = Story()
+    old_id, _dynamic_id, _generation = static_pair_stable(story)
+    answer = story.answers[story.join(client="s", instance="instance-1", version=4)]
+    assert answer.error_code == ErrorCode.MEMBER_ID_REQUIRED
+    assert story.group.members[old_id].group_instance_id == "instance-1"  # not replaced
 
 
 def test_errors_are_kafkas():
