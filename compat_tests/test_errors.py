@@ -4,6 +4,7 @@ import socket
 import struct
 
 import confluent_kafka
+import confluent_kafka.admin
 import pytest
 
 from kbroker.testing import running_broker
@@ -43,6 +44,8 @@ def broker():
     with running_broker(settings={"auto.create.topics.enable": False}) as running:
         admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": running.bootstrap})
         admin.create_topics([confluent_kafka.admin.NewTopic("errors", 1)])["errors"].result(timeout=10)
+        compacted = confluent_kafka.admin.NewTopic("compacted", 1, config={"cleanup.policy": "compact"})
+        admin.create_topics([compacted])["compacted"].result(timeout=10)
         yield running
 
 
@@ -65,6 +68,21 @@ def test_corrupt_message_for_a_bad_crc(broker):
 def test_message_too_large(broker):
     batch = build_batch([Record(offset_delta=0, value=b"x" * (2 * 1024 * 1024))])
     assert produce(broker.port, "errors", batch).error_code == ErrorCode.MESSAGE_TOO_LARGE
+
+
+@pytest.mark.parametrize("version", range(3, 13))
+def test_invalid_record_names_each_record_without_a_key_on_a_compacted_topic(broker, version):
+    """Kafka's LogValidator.validateKey refuses the batch; from v8 the answer says which records and why (KIP-467)."""
+    records = [Record(offset_delta=0, key=b"k", value=b"x"), Record(offset_delta=1, value=b"y"),
+               Record(offset_delta=2, value=b"z")]
+    result = produce(broker.port, "compacted", build_batch(records), version=version)
+    assert result.error_code == ErrorCode.INVALID_RECORD
+    if version >= 8:
+        message = "Compacted topic cannot accept message without key in topic partition compacted-0"
+        refused = [(e.batch_index, e.batch_index_error_message) for e in result.record_errors]
+        assert refused == [(1, message), (2, message)]
+        assert result.error_message.startswith("One or more records have been rejected due to 2 record errors in total")
+    assert produce(broker.port, "compacted", build_batch(records[:1]), version=version).error_code == ErrorCode.NONE
 
 
 def test_produce_v0_to_v2_are_advertised_but_refused(broker):

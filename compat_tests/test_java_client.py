@@ -381,6 +381,22 @@ def test_log_append_time_topic(java_harness, broker):
         assert (line["timestamp"], line["timestamp_type"]) == (ack_stamps[position], "LOG_APPEND_TIME")
 
 
+def test_a_compacted_topic_refuses_a_batch_with_a_record_without_a_key(java_harness, broker):
+    """A null key on a compacted topic: InvalidRecordException naming it, the rest of its batch failed with it (KIP-467)."""
+    topic = "java-compacted"
+    create_topic(broker.bootstrap, topic, 1, {"cleanup.policy": "compact"})
+    rows = [(b"k1", b"a", [], 0, None), (None, b"b", [], 0, None), (b"k3", b"c", [], 0, None)]
+    run = java_harness.run("produce", broker.bootstrap, topic, "lz4", "linger.ms=1000", stdin=as_stdin(rows))
+    assert run.returncode == 0, run.stderr[-2000:]
+    failed = {line["index"]: (line["error"], line["message"]) for line in run.of_type("send_error")}
+    whole_batch = ("KafkaException",  # the client's words, typo included
+                   "Failed to append record because it was part of a batch which had one more more invalid records")
+    assert failed == {0: whole_batch, 2: whole_batch, 1: (
+        "InvalidRecordException", f"Compacted topic cannot accept message without key in topic partition {topic}-0")}
+    acks, _ = produce_with_java(java_harness, broker.bootstrap, topic, rows[:1], "lz4")  # the producer carries on
+    assert acks == {0: (0, 0)}
+
+
 @pytest.mark.slow
 def test_delete_records_moves_log_start(java_harness, broker):
     """deleteRecords moves the log start (past the high watermark: OffsetOutOfRange), listOffsets earliest follows, a seek below it fails (reset=none) or resets (earliest)."""

@@ -1,4 +1,5 @@
-"""Topic settings clients see the effect of: compression.type, LogAppendTime, offsets by timestamp, seeks."""
+"""Topic settings clients see the effect of: compression.type, LogAppendTime, offsets by timestamp, seeks,
+keys required on a compacted topic."""
 
 import os
 import time
@@ -112,6 +113,51 @@ def test_create_time_is_kept_as_the_producer_set_it(broker):
     assert producer.flush(10) == 0
     [message] = consume(broker, topic, 1)
     assert message.timestamp() == (confluent_kafka.TIMESTAMP_CREATE_TIME, 1_000_000)
+
+
+def deliveries(broker, topic, messages, codec="none", linger_ms=0, idempotence=False):
+    """Produce (key, value) pairs to partition 0: each message's delivery error code, None where it was delivered."""
+    producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap, "compression.type": codec,
+                                         "linger.ms": linger_ms, "enable.idempotence": idempotence})
+    reports = []
+    for key, value in messages:
+        producer.produce(topic, value, key=key, partition=0,
+                         on_delivery=lambda error, message: reports.append(None if error is None else error.code()))
+        if not linger_ms:
+            producer.flush(30)  # a batch of its own
+    assert producer.flush(30) == 0
+    return reports
+
+
+@pytest.mark.parametrize(("policy", "idempotence"), [("compact", False), ("compact", True), ("compact,delete", False)])
+def test_a_compacted_topic_refuses_records_without_a_key(broker, policy, idempotence):
+    """Kafka's LogValidator: INVALID_RECORD, which the producer sees in the record's delivery report (KIP-467);
+    an idempotent producer carries on with its next records."""
+    topic = f"keyed-{policy.replace(',', '-')}-{idempotence}"
+    create(broker, topic, **{"cleanup.policy": policy})
+    reports = deliveries(broker, topic, [(b"k1", b"kept"), (None, b"refused"), (b"k2", b"kept too")],
+                         idempotence=idempotence)
+    assert reports == [None, confluent_kafka.KafkaError.INVALID_RECORD, None]
+    assert [(m.key(), m.value()) for m in consume(broker, topic, 2)] == [(b"k1", b"kept"), (b"k2", b"kept too")]
+
+
+def test_a_compressed_batch_holding_a_record_without_a_key_is_refused_whole(broker):
+    topic = "keyed-lz4"
+    create(broker, topic, **{"cleanup.policy": "compact"})
+    value = b"compressible " * 100  # librdkafka sends a batch uncompressed when lz4 would not make it smaller
+    reports = deliveries(broker, topic, [(b"k1", value), (None, value), (b"k3", value)], codec="lz4", linger_ms=200)
+    assert reports == [confluent_kafka.KafkaError.INVALID_RECORD] * 3  # one batch: Kafka appends all of it or none
+    assert deliveries(broker, topic, [(b"k4", value), (b"k5", value)], codec="lz4", linger_ms=200) == [None, None]
+    assert [(m.offset(), m.key()) for m in consume(broker, topic, 2)] == [(0, b"k4"), (1, b"k5")]
+    assert stored_codecs(broker, topic) == [LZ4]  # the same producer's batches are compressed
+
+
+def test_a_delete_topic_takes_records_without_a_key(broker):
+    topic = "unkeyed"
+    create(broker, topic, **{"cleanup.policy": "delete"})
+    assert deliveries(broker, topic, [(None, b"a")]) == [None]
+    assert deliveries(broker, topic, [(None, b"b"), (None, b"c")], codec="lz4", linger_ms=200) == [None, None]
+    assert [m.value() for m in consume(broker, topic, 3)] == [b"a", b"b", b"c"]
 
 
 @pytest.fixture(scope="module")

@@ -4,9 +4,11 @@ Batches stay opaque: the header and CRC are checked and offsets stamped by
 the log; records are never decoded here. acks=0 gets no response, acks=1 is
 answered once the batch is in the log, acks=all once it is fsynced.
 
-The one exception to opaqueness is a topic whose ``compression.type`` names a
+The exceptions to opaqueness are a topic whose ``compression.type`` names a
 codec: a batch compressed otherwise is decoded and rebuilt with that codec,
-as Kafka does, before it is appended.
+as Kafka does, before it is appended; and a compacted topic, whose records
+must all have keys (log/validator.py): a batch there is refused INVALID_RECORD
+with the index of each keyless record (KIP-467).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from kbroker.security.authorization import allowed
 from kbroker.security.quotas import PRODUCER_BYTE_RATE
 from kbroker.txn.verification import add_to_transaction, ask_remote_coordinator, verify_in_transaction
 from log.partition_log import ProducerStateError
+from log.validator import RecordValidationError, validate_records
 from wire import DecodeError
 from wire.errors import ErrorCode
 from wire.compression import CODEC_NAMES, ZSTD
@@ -29,6 +32,7 @@ from wire.schema import API_BY_NAME
 ProduceResponse = API_BY_NAME["Produce"].response_class
 TopicResult = ProduceResponse.TopicProduceResponse
 PartitionResult = TopicResult.PartitionProduceResponse
+RecordErrorResult = PartitionResult.BatchIndexAndErrorMessage
 
 _LEGACY_VERSIONS = range(0, 3)  # advertised for librdkafka, refused as Kafka 4 does
 _TRANSACTION_VERSION_2_FROM = 12  # the partition adds itself to the producer's transaction (KIP-890 part 2)
@@ -116,19 +120,23 @@ def _append(broker, transactional_id: str | None, partition, records, result, ve
     if len(records) > log.config.max_message_bytes:
         result.error_code = ErrorCode.MESSAGE_TOO_LARGE
         return None
-    if batches[0][1].compression == ZSTD and version < 7:  # zstd came with Produce v7 (KIP-110)
+    header = batches[0][1]
+    if header.compression == ZSTD and version < 7:  # zstd came with Produce v7 (KIP-110)
         result.error_code = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
         return None
     codec = _CODECS.get(log.config.compression_type)
-    if codec is not None and batches[0][1].compression != codec:
-        try:
+    recompress = codec is not None and header.compression != codec
+    try:
+        validate_records(records, log.config, partition.topic, partition.index)  # reads records only where compacted
+        if recompress:
             records = recompress_batch(records, codec)
-        except DecodeError as error:
-            return _refuse(result, error)
-        if len(records) > log.config.max_message_bytes:  # Kafka checks the rebuilt batch as well
-            result.error_code = ErrorCode.MESSAGE_TOO_LARGE
-            return None
-    header = batches[0][1]
+    except RecordValidationError as error:
+        return _refuse_records(result, error)
+    except DecodeError as error:
+        return _refuse(result, error)
+    if recompress and len(records) > log.config.max_message_bytes:  # Kafka checks the rebuilt batch as well
+        result.error_code = ErrorCode.MESSAGE_TOO_LARGE
+        return None
     if header.is_transactional:
         error_code = verify_in_transaction(broker, transactional_id, partition.topic, partition.index,
                                            partition.log.producer_state, header.producer_id, header.producer_epoch,
@@ -181,3 +189,10 @@ async def _add_to_transaction(broker, transactional_id: str, partition, records)
 def _refuse(result, error: DecodeError) -> None:
     result.error_code = getattr(error, "error_code", ErrorCode.CORRUPT_MESSAGE)
     result.error_message = str(error)
+
+
+def _refuse_records(result, error: RecordValidationError) -> None:
+    """Kafka's answer to a RecordValidationException: each refused record by its index in the batch."""
+    _refuse(result, error)
+    result.record_errors = [RecordErrorResult(batch_index=e.batch_index, batch_index_error_message=e.message)
+                            for e in error.record_errors]
