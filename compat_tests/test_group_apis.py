@@ -77,3 +77,19 @@ def test_offset_delete_keeps_subscribed_topics_and_list_groups_filters(port):
     assert {g.group_type for g in listed} == {"classic"}
     consumers = call(port, "ListGroups", 5, ListGroups(states_filter=[], types_filter=["consumer"])).groups
     assert {g.group_type for g in consumers} <= {"consumer"} and "errors-subscribed" not in {g.group_id for g in consumers}
+
+
+@pytest.mark.parametrize("version", [4, 6, 7, 9])
+def test_a_join_group_error_names_no_protocol_as_kafka_does(port, version):
+    """Kafka's JoinGroupResponse: without a protocol, the name is "" before v7 and null from v7 (KIP-559),
+    whether the group answered (MEMBER_ID_REQUIRED) or the request was refused before it (UNKNOWN_MEMBER_ID)."""
+    expected = None if version >= 7 else ""
+
+    def body(group: str, member_id: str):
+        return JoinGroup(group_id=group, session_timeout_ms=10_000, rebalance_timeout_ms=60_000, member_id=member_id,
+                         protocol_type="consumer", protocols=[JoinGroup.JoinGroupRequestProtocol(name="range", metadata=b"")])
+
+    handshake = call(port, "JoinGroup", version, body(f"no-protocol-{version}", ""))
+    assert handshake.error_code == ErrorCode.MEMBER_ID_REQUIRED and handshake.protocol_name == expected
+    refused = call(port, "JoinGroup", version, body(f"no-such-group-{version}", "made-up"))
+    assert refused.error_code == ErrorCode.UNKNOWN_MEMBER_ID and refused.protocol_name == expected

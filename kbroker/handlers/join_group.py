@@ -28,8 +28,27 @@ async def handle(broker, context, request):
         group = shell.coordinator.classic_group(request.group_id, now_ms(), create=not request.member_id)
     except CoordinatorError as error:
         code = ErrorCode.UNKNOWN_MEMBER_ID if error.error_code == ErrorCode.GROUP_ID_NOT_FOUND else error.error_code
-        return JoinGroupResponse(error_code=code, member_id=request.member_id, leader="", protocol_name="", members=[])
+        return _as_kafka_sends(JoinGroupResponse(error_code=code, member_id=request.member_id, leader="", protocol_name="",
+                                                 members=[]), context.api_version)
     waiter = shell.new_waiter()
     effects = group.join(waiter, request, context.api_version, context.header.client_id or "", context.client_host, now_ms())
     shell.apply(request.group_id, effects)
-    return shell.deferred(waiter)
+    answer = shell.deferred(waiter)
+    answered = answer.ready
+
+    async def ready() -> None:
+        await answered()
+        _as_kafka_sends(answer.response, context.api_version)
+
+    answer.ready = ready
+    return answer
+
+
+def _as_kafka_sends(response, api_version: int):
+    """Kafka's JoinGroupResponse constructor: no protocol name is an empty string before v7
+    and null from v7, where the field became nullable (KIP-559); an error answer has none."""
+    if api_version >= 7 and response.protocol_name == "":
+        response.protocol_name = None
+    elif api_version < 7 and response.protocol_name is None:
+        response.protocol_name = ""
+    return response
