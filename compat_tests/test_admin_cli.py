@@ -288,6 +288,7 @@ def test_read_only_commands_work_against_tansu(tansu):
     kbroker(tansu, "groups", "list")
 
 
+@pytest.mark.slow
 def test_cluster_status_of_a_three_node_cluster_shows_its_quorum(tmp_path):
     from compat_tests.quorum_process import Quorum
 

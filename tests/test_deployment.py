@@ -551,6 +551,7 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(TEST_TIMEOUT_S)
 def test_the_installed_broker_passes_the_image_healthcheck_and_stops_cleanly(installed, dockerfile, tmp_path):
     final = dockerfile[-1]

@@ -150,6 +150,7 @@ def test_a_broker_with_settings(strict_broker):
 
 # -- a cluster of real processes -----------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_running_cluster_replicates_an_acks_all_produce():
     with running_cluster(nodes=3) as cluster:
         pids = [node.process.pid for node in cluster.nodes]
