@@ -67,11 +67,15 @@ class Source(enum.Enum):
     FILE = "file"
     ENVIRONMENT = "environment"
     OVERRIDE = "override"
+    # Changed at runtime (kbroker/dynamic_broker_config.py): the cluster-wide default, or this broker's own.
+    DYNAMIC_DEFAULT = "dynamic default broker config"
+    DYNAMIC_BROKER = "dynamic broker config"
 
     @property
     def kafka_config_source(self) -> int:
-        """DescribeConfigs' ConfigSource: DEFAULT_CONFIG (5) or STATIC_BROKER_CONFIG (4)."""
-        return 5 if self is Source.DEFAULT else 4
+        """DescribeConfigs' ConfigSource: DYNAMIC_BROKER_CONFIG (2), DYNAMIC_DEFAULT_BROKER_CONFIG (3),
+        STATIC_BROKER_CONFIG (4) or DEFAULT_CONFIG (5)."""
+        return {Source.DYNAMIC_BROKER: 2, Source.DYNAMIC_DEFAULT: 3, Source.DEFAULT: 5}.get(self, 4)
 
 
 @dataclass(frozen=True)
@@ -296,6 +300,12 @@ class BrokerConfig:
         if name not in SETTINGS_BY_NAME:
             raise KeyError(f"unknown setting {name}{suggestion(name)}")
         return self._values[name]
+
+    def default(self, name: str):
+        """Setting ``name``'s default on this node: Kafka's for a node of a cluster (CLUSTER_DEFAULTS)."""
+        if not self.is_embedded_quorum and name in CLUSTER_DEFAULTS:
+            return CLUSTER_DEFAULTS[name]
+        return SETTINGS_BY_NAME[name].default
 
     def source(self, name: str) -> Origin:
         original = self.originals.get(name)
@@ -572,14 +582,24 @@ _JAAS_SUFFIX = ".sasl.jaas.config"
 _SASL_MECHANISMS = ("plain", "scram-sha-256", "scram-sha-512", "gssapi", "oauthbearer")
 
 
+def listener_setting(name: str) -> tuple[str, str] | None:
+    """``listener.name.<l>.<setting>`` as (L, setting) if the setting may be given per listener, else None."""
+    if not name.startswith(_LISTENER_PREFIX):
+        return None
+    listener, _, setting = name[len(_LISTENER_PREFIX):].partition(".")
+    mechanism, _, rest = setting.partition(".")
+    per_listener = setting.startswith(("ssl.", "sasl.")) or setting == "connections.max.reauth.ms"
+    if listener and (per_listener and setting in SETTINGS_BY_NAME
+                     or mechanism in _SASL_MECHANISMS and "." + rest == _JAAS_SUFFIX):
+        return listener.upper(), setting
+    return None
+
+
 def _listener_setting(original: Original) -> tuple[str, str]:
     """``listener.name.<l>.<setting>`` as (L, setting); ConfigError unless the setting may be per listener."""
-    listener, _, name = original.name[len(_LISTENER_PREFIX):].partition(".")
-    mechanism, _, rest = name.partition(".")
-    per_listener = name.startswith(("ssl.", "sasl.")) or name == "connections.max.reauth.ms"
-    if listener and (per_listener and name in SETTINGS_BY_NAME
-                     or mechanism in _SASL_MECHANISMS and "." + rest == _JAAS_SUFFIX):
-        return listener.upper(), name
+    found = listener_setting(original.name)
+    if found is not None:
+        return found
     raise ConfigError(f"unknown setting {original.name} ({original.origin}): listener.name.<listener>. takes "
                       f"ssl.*, sasl.* and connections.max.reauth.ms settings and <mechanism>{_JAAS_SUFFIX}",
                       original.name, original.text, original.origin)

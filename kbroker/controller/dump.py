@@ -54,6 +54,7 @@ def dump(directory: str) -> dict:
                                          for p in topic.partitions],
                           "configs": dict(sorted(topic.configs.items()))}
                    for name, topic in sorted(image.topics.items())},
+        "broker_configs": {name: dict(sorted(configs.items())) for name, configs in sorted(image.broker_configs.items())},
         "next_producer_id": image.next_producer_id,
         "topics_created_twice": created_twice,
     }

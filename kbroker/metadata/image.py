@@ -72,6 +72,8 @@ class MetadataImage:
     scram_credentials: dict[tuple[str, int], records.UserScramCredentialRecord] = field(default_factory=dict)
     acls: dict[uuid.UUID, records.AccessControlEntryRecord] = field(default_factory=dict)
     client_quotas: dict[tuple[tuple[str, str | None], ...], dict[str, float]] = field(default_factory=dict)
+    # Dynamic broker configs (KIP-226): "" the cluster-wide default, else a node id -> its own; name -> text.
+    broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)
 
     @property
     def live_brokers(self) -> tuple[BrokerEndpoint, ...]:
@@ -93,7 +95,8 @@ class MetadataImage:
         return None if name is None else self.topics[name]
 
 
-TOPIC_RESOURCE = 2  # ConfigResource type of a topic, as in DescribeConfigs
+TOPIC_RESOURCE = 2  # ConfigResource types, as in DescribeConfigs: a topic ...
+BROKER_RESOURCE = 4  # ... and a broker (a node id, or "" for the cluster-wide default)
 
 
 def apply_record(image: MetadataImage, record) -> MetadataImage:
@@ -123,6 +126,8 @@ def apply_record(image: MetadataImage, record) -> MetadataImage:
         else:
             configs[record.name] = record.value
         topics = {**topics, topic.name: replace(topic, configs=configs)}
+    elif isinstance(record, records.ConfigRecord) and record.resource_type == BROKER_RESOURCE:
+        return _apply_broker_config(image, record)
     elif isinstance(record, records.PartitionChangeRecord):
         topic = _topic_by_id(image, record.topic_id)
         old = topic.partitions[record.partition_id]
@@ -190,6 +195,20 @@ def _apply_security_record(image: MetadataImage, record) -> MetadataImage:
     if values:
         quotas[entity] = values
     return replace(image, client_quotas=quotas, version=version)
+
+
+def _apply_broker_config(image: MetadataImage, record) -> MetadataImage:
+    """A new dict for the resource even when the value is the same: a broker sees the change and reloads
+    what the setting names, a key store replaced in place (as Kafka's KAFKA-14136)."""
+    configs = dict(image.broker_configs.get(record.resource_name, {}))
+    if record.value is None:
+        configs.pop(record.name, None)
+    else:
+        configs[record.name] = record.value
+    broker_configs = {name: values for name, values in image.broker_configs.items() if name != record.resource_name}
+    if configs:
+        broker_configs[record.resource_name] = configs
+    return replace(image, broker_configs=broker_configs, version=image.version + 1)
 
 
 def _topic_by_id(image: MetadataImage, topic_id: uuid.UUID) -> TopicImage:
