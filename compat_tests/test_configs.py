@@ -59,11 +59,13 @@ def test_describe_topic_values_and_sources(broker):
 def test_describe_topic_synonyms_and_a_static_broker_default(broker):
     running, admin = broker
     configs = describe(admin, topic_resource("described"))
-    # retention.ms is overridden; the broker's own default comes from log.retention.hours=48, set at start
+    # retention.ms is overridden; the broker's own default comes from log.retention.hours=48, set at start.
+    # Kafka lists a topic config's broker synonyms from the first one named as its first broker synonym
+    # (ConfigHelper.configSynonyms drops the others), so with log.retention.ms unset there are none.
     synonyms = [(s.name, s.value, s.source) for s in configs["retention.ms"].synonyms.values()]
-    assert synonyms[0] == ("retention.ms", "3600000", ConfigSource.DYNAMIC_TOPIC_CONFIG.value)
-    assert ("log.retention.hours", "48", ConfigSource.STATIC_BROKER_CONFIG.value) in synonyms
-    assert synonyms.index(("log.retention.hours", "48", ConfigSource.STATIC_BROKER_CONFIG.value)) == 1
+    assert synonyms == [("retention.ms", "3600000", ConfigSource.DYNAMIC_TOPIC_CONFIG.value)]
+    synonyms = [(s.name, s.value, s.source) for s in configs["max.message.bytes"].synonyms.values()]
+    assert synonyms == [("message.max.bytes", str(1024 * 1024 + 12), ConfigSource.DEFAULT_CONFIG.value)]
 
 
 def test_describe_filters_by_key_and_returns_types_and_docs(broker):
@@ -103,7 +105,9 @@ def test_describe_broker(broker):
     assert configs["num.partitions"].value == "1"
     assert configs["num.partitions"].source == ConfigSource.DEFAULT_CONFIG.value
     assert configs["num.partitions"].is_read_only
-    assert configs["log.retention.ms"].source == ConfigSource.STATIC_BROKER_CONFIG.value  # via log.retention.hours
+    # Unset, log.retention.ms shows no value and no synonym of its own, as in Kafka (log.retention.hours=48 supplies it)
+    assert (configs["log.retention.ms"].value, configs["log.retention.ms"].source) == (None, ConfigSource.DEFAULT_CONFIG.value)
+    assert configs["log.retention.hours"].source == ConfigSource.STATIC_BROKER_CONFIG.value
     with pytest.raises(confluent_kafka.KafkaException) as raised:
         alter(admin, ConfigResource(ConfigResource.Type.BROKER, node_id, set_config={"num.partitions": "3"}))
     assert error_code(raised) == confluent_kafka.KafkaError.INVALID_REQUEST
@@ -117,7 +121,8 @@ def test_alter_configs_replaces_the_whole_override_set(broker):
     assert configs["segment.bytes"].value == "1048576"
     assert configs["segment.bytes"].source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
     assert configs["cleanup.policy"].value == "compact"
-    assert configs["retention.ms"].source == ConfigSource.STATIC_BROKER_CONFIG.value  # the override is gone
+    # the override is gone: the broker's default (from log.retention.hours, which Kafka does not list as a synonym)
+    assert configs["retention.ms"].source == ConfigSource.DEFAULT_CONFIG.value
     assert configs["retention.ms"].value == str(48 * 3600 * 1000)
     log = running.broker.partition("altered", 0).log
     assert log.config.segment_bytes == 1048576 and log.config.compact
@@ -247,5 +252,6 @@ def test_describe_edge_resources_over_a_raw_socket(broker, version):
     assert results[0].configs == []
     [entry] = results[4].configs
     assert (entry.name, entry.value, entry.config_source) == ("retention.ms", "3600000", 1)
-    # log.retention.ms and .minutes are unset and have no default: the hours setting supplies the default
-    assert [(synonym.name, synonym.source) for synonym in entry.synonyms] == [("retention.ms", 1), ("log.retention.hours", 4)]
+    # log.retention.ms and .minutes are unset and have no default: the hours setting supplies the default,
+    # but Kafka lists broker synonyms only from the first named log.retention.ms (ConfigHelper.configSynonyms)
+    assert [(synonym.name, synonym.source) for synonym in entry.synonyms] == [("retention.ms", 1)]

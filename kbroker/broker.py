@@ -21,9 +21,10 @@ from dataclasses import dataclass, replace
 
 import trio
 
-from kbroker.config import BrokerConfig
+from kbroker.config import BrokerConfig, ConfigError
 from kbroker.controller.channel import ControllerChannel, ControllerUnavailable
 from kbroker.data_directories import DataDirectories
+from kbroker.dynamic_broker_config import ConfigLayers
 from kbroker.lifecycle import BrokerLifecycle
 from kbroker.fetcher import ReplicaFetchers
 from kbroker.flusher import Flusher
@@ -127,8 +128,10 @@ class Broker:
     def _open(self, settings: BrokerSettings, config: BrokerConfig | None, quorum) -> None:
         self.settings = settings
         self.node_id = settings.node_id
-        self.config = config or BrokerConfig.load()
-        self.log_defaults = self.config.log_config()
+        # Its settings as started; ``config`` is them with the dynamic ones of the image over them
+        # (kbroker/dynamic_broker_config.py), set once the image is read below.
+        self.static_config = self.config = config or BrokerConfig.load()
+        self.config_layers = ConfigLayers(self.static_config)
         self.logs = LogManager(settings.data_dir)
         self.quorum = quorum  # this process's member of the metadata quorum (a Controller or a QuorumObserver), or None
         self.forwards = quorum is not None  # metadata changes go to the active controller
@@ -151,14 +154,18 @@ class Broker:
                                         connect=PeerSecurity.controller(self.config).connect)
             self.lifecycle = BrokerLifecycle(self, channel, interval_ms=self.config.get("broker.heartbeat.interval.ms"),
                                              session_timeout_ms=self.config.get("broker.session.timeout.ms"))
+        self._take_dynamic_configs()
+        self.log_defaults = self.config.log_config()
+        self.maintenance = LogMaintenance(self.logs, self.config)
         self.metrics = None  # kbroker.metrics.BrokerMetrics, made by run() when metrics.port is set
         self.metrics_port: int | None = None
         self.authorization = Authorization(self.config)  # ACLs, when authorizer.class.name names ours
         self.quota_meters = QuotaMeters(self.config.quota_window_num, self.config.quota_window_size_seconds * 1000)
         # how this broker reaches the others' inter-broker listeners (a lone broker reaches none)
         self.peers = PeerSecurity.inter_broker(self.config) if quorum is not None else PeerSecurity()
-        self.servers = [Server(self, settings.limits, security=ListenerSecurity.from_config(
-            self.config, listener.name, listener.security_protocol)) for listener in settings.listeners]
+        limits = _limits(settings.limits, self.static_config, self.config)
+        self.servers = [Server(self, limits, security=self._listener_security(listener))
+                        for listener in settings.listeners]
         self.ports: dict[str, int] = {}  # listener name -> the port it is bound to, once serving
         self.port: int | None = None  # the first listener's
         self._partitions: dict[tuple[str, int], Partition] = {}
@@ -173,6 +180,11 @@ class Broker:
         self.write_lock = trio.Lock()  # admin changes are planned and committed one at a time
         for topic in self.image.topics.values():
             self._open_logs(topic)
+
+    @property
+    def listener_protocols(self) -> list[tuple[str, str]]:
+        """This broker's client listeners as (name, security protocol)."""
+        return [(listener.name, listener.security_protocol) for listener in self.settings.listeners]
 
     @property
     def metadata_offset(self) -> int:
@@ -273,7 +285,11 @@ class Broker:
 
     def _image_changed(self, before: MetadataImage) -> None:
         """Open, reconfigure and delete logs as the image changed from ``before``; tell this broker's
-        replicas of their new leaders, epochs and ISRs, and its fetchers whom to fetch from."""
+        replicas of their new leaders, epochs and ISRs, and its fetchers whom to fetch from; apply
+        dynamic broker configs."""
+        own = str(self.node_id)
+        if any(before.broker_configs.get(name) is not self.image.broker_configs.get(name) for name in ("", own)):
+            self._reconfigure(reload_listeners=before.broker_configs.get(own) is not self.image.broker_configs.get(own))
         for name, topic in self.image.topics.items():
             if before.topics.get(name) is not topic:  # new topics, new partitions, leader and ISR changes
                 self._open_logs(topic)
@@ -298,6 +314,48 @@ class Broker:
                 for partition in topic.partitions:
                     self._partitions.pop((name, partition.partition), None)
                     self.logs.delete(name, partition.partition)
+
+    def _take_dynamic_configs(self) -> bool:
+        """Make the image's dynamic configs of this broker and the cluster-wide default part of its config;
+        if they do not go with its static settings, log that and keep the config it has (as Kafka does)."""
+        layers = ConfigLayers.of(self.static_config, self.image, self.node_id)
+        try:
+            self.config = layers.effective
+        except ConfigError as error:
+            logger.error("dynamic broker configs not applied: %s", error)
+            return False
+        self.config_layers = layers
+        return True
+
+    def _reconfigure(self, reload_listeners: bool) -> None:
+        """Apply changed dynamic configs without a restart (Kafka's BrokerReconfigurables): the log defaults
+        of topics without their own value, the cleaner's backoff, the connection limit, and, for new
+        connections, the TLS and SASL listeners' stores and users (reloaded whenever this broker's own
+        configs are written, so that a key store replaced in place is read again)."""
+        before = self.config
+        if not self._take_dynamic_configs():
+            return
+        self.log_defaults = self.config.log_config()
+        for name in self.image.topics:
+            self.apply_topic_config(name)
+        self.maintenance.reconfigure(self.config)
+        for listener, server in zip(self.settings.listeners, self.servers):
+            server.limits = _limits(server.limits, before, self.config)
+            if reload_listeners and (server.security.uses_tls or server.security.uses_sasl):
+                server.security = self._listener_security(listener, server.security)
+
+    def _listener_security(self, listener: ListenerSettings, current: ListenerSecurity | None = None):
+        """A listener's TLS and SASL settings from this broker's config. If dynamic ones cannot be used (a
+        key store that does not load), an error is logged and the listener keeps what it had (at start:
+        its static settings); static ones that cannot be used stop the start, naming the setting."""
+        try:
+            return ListenerSecurity.from_config(self.config, listener.name, listener.security_protocol)
+        except ConfigError as error:
+            if current is None and self.config is self.static_config:
+                raise
+            logger.error("listener %s keeps its key store and users: %s", listener.name, error)
+            return current or ListenerSecurity.from_config(self.static_config, listener.name,
+                                                           listener.security_protocol)
 
     async def submit(self, records: list) -> int | None:
         """Commit a metadata change for a handler; None, or the error code of a change not made."""
@@ -356,7 +414,7 @@ class Broker:
                     await nursery.start(self.quorum.run)
                 await nursery.start(self.groups.run)
                 await nursery.start(self.transactions.run)
-                nursery.start_soon(LogMaintenance(self.logs, self.config).run)
+                nursery.start_soon(self.maintenance.run)
                 endpoint = self._advertised_endpoint(settings)
                 if self.lifecycle is not None:
                     # As Kafka's brokers: serve clients once the quorum has this broker registered, caught up
@@ -456,6 +514,13 @@ class Broker:
             await self.lifecycle.shut_down()
         if self.quorum is not None:
             await self.quorum.shutdown()
+
+
+def _limits(limits: ServerLimits, before: BrokerConfig, after: BrokerConfig) -> ServerLimits:
+    """``limits`` with max.connections as ``after`` has it, if it changed from ``before``."""
+    if after.max_connections == before.max_connections:
+        return limits
+    return replace(limits, max_connections=after.max_connections)
 
 
 def _every_result_not_controller(response) -> bool:

@@ -1,52 +1,43 @@
 """Topic and broker configs as DescribeConfigs shows them and AlterConfigs changes them.
 
-Kafka is the reference (``ConfigHelper``, ``ConfigurationControlManager``,
-``ControllerConfigurationValidator``): a topic shows every topic config, its
-override if it has one (source DYNAMIC_TOPIC_CONFIG) else the broker-wide
-default and where that came from; synonyms list the override, then each broker
-setting that can supply the default, set ones (STATIC_BROKER_CONFIG) and
-defaults (DEFAULT_CONFIG). A topic's overrides are ConfigRecords in the
-metadata log; a record with no value removes one.
+Kafka is the reference (``ConfigHelper``, ``ConfigAdminManager``, ``ConfigurationControlManager``,
+``ControllerConfigurationValidator``): a topic shows every topic config, its override if it has one
+(source DYNAMIC_TOPIC_CONFIG) else the broker-wide default; synonyms list the override, then the
+broker settings that can supply the default, layer by layer (kbroker/dynamic_broker_config.py). A
+broker shows every setting with the layer that gave it; the empty name shows the cluster-wide
+dynamic default. Overrides of topics and dynamic broker configs are ConfigRecords in the metadata
+log; a record with no value removes one.
 
-Broker settings are static here: they are shown read-only, and altering one is
-refused with INVALID_REQUEST as Kafka refuses a setting it cannot update
-dynamically (a deliberate difference: Kafka can update some dynamically).
+A change to a broker's configs is checked first by the broker it is sent to (Kafka's
+ConfigAdminManager.preprocess: its own id or the empty name, only settings that may change at
+runtime and at that level, values that go with its static settings and a key store it can load),
+then planned into records where metadata changes (a lone broker, or the active controller, which
+checks only that the node exists).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kbroker.config import BrokerConfig, Source
+from kbroker.config import BrokerConfig, ConfigError
 from kbroker.config_definitions import SETTINGS, SETTINGS_BY_NAME, TOPIC_CONFIG_SYNONYMS
+from kbroker.dynamic_broker_config import (APPEND, DEFAULT_CONFIG, DELETE, DYNAMIC_DEFAULT_BROKER_CONFIG, SET, SUBTRACT,
+                                           ConfigLayers, DynamicConfigError, apply_incremental,
+                                           check_dynamic_configs, is_read_only, setting_of)
 from kbroker.metadata import records
-from kbroker.metadata.image import TOPIC_RESOURCE, MetadataImage, apply_record
+from kbroker.metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage, apply_record
 from kbroker.topics import TopicError, check_topic_configs, validate_topic_name
 from kbroker.results import mark_not_made
 from kbroker.security.acls import AclOperation, ResourceType
 from kbroker.security.authorization import allowed, allowed_on_cluster
+from kbroker.security.listener import ListenerSecurity
 from wire.errors import ErrorCode
 
-BROKER_RESOURCE = 4
+DYNAMIC_TOPIC_CONFIG = 1  # DescribeConfigsResponse.ConfigSource of a topic's override
 
-# DescribeConfigsResponse.ConfigSource
-DYNAMIC_TOPIC_CONFIG = 1
-STATIC_BROKER_CONFIG = 4
-DEFAULT_CONFIG = 5
-
-# DescribeConfigsResponse.ConfigType, by Kafka's ConfigDef type
+# DescribeConfigsResponse.ConfigType, by Kafka's ConfigDef type (UNKNOWN, 0, for a custom config)
 CONFIG_TYPES = {"bool": 1, "string": 2, "int": 3, "short": 4, "long": 5, "double": 6, "list": 7, "class": 8,
                 "password": 9}
-
-# IncrementalAlterConfigs operations
-SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
-
-# Broker setting -> the settings that can supply its value, first set one wins (log.retention.ms's chain).
-_BROKER_CHAINS = {
-    name: tuple(synonym for synonym, _ in chain[index:])
-    for chain in TOPIC_CONFIG_SYNONYMS.values() if len(chain) > 1
-    for index, (name, _) in enumerate(chain)
-}
 
 
 class ConfigsError(Exception):
@@ -71,7 +62,7 @@ class ConfigEntry:
     read_only: bool
     sensitive: bool
     config_type: int
-    documentation: str
+    documentation: str | None
     synonyms: tuple[Synonym, ...]
 
 
@@ -80,7 +71,7 @@ def topic_setting(name: str):
     return SETTINGS_BY_NAME[TOPIC_CONFIG_SYNONYMS[name][0][0]]
 
 
-def describe_topic(config: BrokerConfig, image: MetadataImage, name: str, keys: list[str] | None) -> list[ConfigEntry]:
+def describe_topic(layers: ConfigLayers, image: MetadataImage, name: str, keys: list[str] | None) -> list[ConfigEntry]:
     """Every topic config (or those named in ``keys``) of topic ``name``; ConfigsError if there is none."""
     try:
         validate_topic_name(name)
@@ -89,23 +80,23 @@ def describe_topic(config: BrokerConfig, image: MetadataImage, name: str, keys: 
     topic = image.topics.get(name)
     if topic is None:
         raise ConfigsError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    return topic_entries(config, topic.configs, keys)
+    return topic_entries(layers, topic.configs, keys)
 
 
-def topic_entries(config: BrokerConfig, overrides: dict[str, str], keys: list[str] | None = None) -> list[ConfigEntry]:
+def topic_entries(layers: ConfigLayers, overrides: dict[str, str], keys: list[str] | None = None) -> list[ConfigEntry]:
     """The configs of a topic with these overrides (or those named in ``keys``): values, sources, synonyms."""
+    defaults = layers.effective.log_config_defaults()
     entries = []
     for config_name in sorted(TOPIC_CONFIG_SYNONYMS):
         if keys and config_name not in keys:
             continue
         setting = topic_setting(config_name)
-        synonyms = [_broker_synonym(config, synonym) for synonym, _ in TOPIC_CONFIG_SYNONYMS[config_name]]
-        synonyms = [synonym for synonym in synonyms if synonym is not None]
+        synonyms = [Synonym(*synonym) for synonym in layers.synonyms(setting.name)]
         if config_name in overrides:
             value = _normalized(setting, overrides[config_name])
             synonyms.insert(0, Synonym(config_name, value, DYNAMIC_TOPIC_CONFIG))
         else:
-            value = setting.format(config.log_config_defaults()[config_name])
+            value = setting.format(defaults[config_name])
         entries.append(ConfigEntry(
             config_name, value, synonyms[0].source if synonyms else DEFAULT_CONFIG, read_only=False, sensitive=False,
             config_type=CONFIG_TYPES[setting.type], documentation=setting.doc, synonyms=tuple(synonyms),
@@ -113,31 +104,51 @@ def topic_entries(config: BrokerConfig, overrides: dict[str, str], keys: list[st
     return entries
 
 
-def describe_broker(config: BrokerConfig, node_id: int, resource_name: str, keys: list[str] | None) -> list[ConfigEntry]:
-    """This broker's settings (read-only: none is dynamic here); "" names the (empty) cluster-wide dynamic defaults."""
+def describe_broker(layers: ConfigLayers, node_id: int, resource_name: str, keys: list[str] | None) -> list[ConfigEntry]:
+    """This broker's settings (or those named in ``keys``), each with the layer that gave its value;
+    "" names the cluster-wide dynamic default, which shows only what is set there (Kafka's ConfigHelper)."""
     if resource_name == "":
-        return []
-    _check_broker_name(resource_name, node_id)
+        return [_broker_entry(layers, name, text, default_only=True)
+                for name, text in sorted(layers.cluster_default.items()) if not keys or name in keys]
+    _check_described_broker(resource_name, node_id)
+    effective = layers.effective
+    names = [setting.name for setting in SETTINGS]
+    names += sorted({*effective.originals, *layers.cluster_default, *layers.per_broker} - set(names))
     entries = []
-    for setting in SETTINGS:
-        if keys and setting.name not in keys:
+    for name in names:
+        if keys and name not in keys:
             continue
-        synonyms = [_broker_synonym(config, name) for name in _BROKER_CHAINS.get(setting.name, (setting.name,))]
-        synonyms = [synonym for synonym in synonyms if synonym is not None]
-        value = None if setting.sensitive else setting.format(config.declared(setting.name))
-        entries.append(ConfigEntry(
-            setting.name, value, synonyms[0].source if synonyms else DEFAULT_CONFIG, read_only=True,
-            sensitive=setting.sensitive, config_type=CONFIG_TYPES[setting.type], documentation=setting.doc,
-            synonyms=tuple(synonyms),
-        ))
+        if name in SETTINGS_BY_NAME:
+            text = SETTINGS_BY_NAME[name].format(effective.declared(name))
+        elif name in effective.originals:  # a listener's setting
+            text = effective.originals[name].text
+        else:  # a custom config
+            text = layers.per_broker.get(name, layers.cluster_default.get(name))
+        entries.append(_broker_entry(layers, name, text))
     return entries
+
+
+def _broker_entry(layers: ConfigLayers, name: str, text: str | None, default_only: bool = False) -> ConfigEntry:
+    """Kafka's createBrokerConfigEntry: a custom config's type is unknown, so it is shown as sensitive."""
+    setting = setting_of(name)
+    sensitive = setting is None or setting.sensitive
+    synonyms = [Synonym(*synonym) for synonym in layers.synonyms(name, sensitive)]
+    if default_only:
+        synonyms = [synonym for synonym in synonyms if synonym.source == DYNAMIC_DEFAULT_BROKER_CONFIG]
+    own = SETTINGS_BY_NAME.get(name)
+    return ConfigEntry(
+        name, None if sensitive else text, synonyms[0].source if synonyms else DEFAULT_CONFIG,
+        read_only=is_read_only(name), sensitive=sensitive, config_type=CONFIG_TYPES[setting.type] if setting else 0,
+        documentation=own.doc if own else None, synonyms=tuple(synonyms),
+    )
 
 
 def plan_alter(config: BrokerConfig, image: MetadataImage, node_id: int, resource_type: int, resource_name: str,
                new_configs: dict[str, str | None]) -> list:
-    """The ConfigRecords that make ``new_configs`` the topic's whole override set (AlterConfigs)."""
+    """The ConfigRecords that make ``new_configs`` the resource's whole set of values (AlterConfigs)."""
     if resource_type == BROKER_RESOURCE:
-        _refuse_broker_change(resource_name, node_id, new_configs)
+        changes = [(name, SET, value) for name, value in new_configs.items()]
+        return plan_broker_alter(image, _controller_ids(config, node_id), resource_name, changes, legacy=True)
     current = _topic_configs(image, resource_type, resource_name)
     nulls = [name for name, value in new_configs.items() if value is None]
     if nulls:
@@ -147,9 +158,9 @@ def plan_alter(config: BrokerConfig, image: MetadataImage, node_id: int, resourc
 
 def plan_incremental_alter(config: BrokerConfig, image: MetadataImage, node_id: int, resource_type: int,
                            resource_name: str, operations: list[tuple[str, int, str | None]]) -> list:
-    """The ConfigRecords for SET / DELETE / APPEND / SUBTRACT operations on a topic's overrides."""
+    """The ConfigRecords for SET / DELETE / APPEND / SUBTRACT operations on a topic's or broker's values."""
     if resource_type == BROKER_RESOURCE:
-        _refuse_broker_change(resource_name, node_id, {name: value for name, _, value in operations})
+        return plan_broker_alter(image, _controller_ids(config, node_id), resource_name, operations, legacy=False)
     current = _topic_configs(image, resource_type, resource_name)
     names = [name for name, _, _ in operations]
     duplicates = sorted({name for name in names if names.count(name) > 1})
@@ -228,36 +239,83 @@ def _parts(config: BrokerConfig, current: dict[str, str], name: str) -> tuple[st
     return tuple(config.log_config_defaults()[name])
 
 
-def _check_broker_name(resource_name: str, node_id: int) -> None:
-    try:
-        broker_id = int(resource_name)
-    except ValueError:
-        raise ConfigsError(ErrorCode.INVALID_REQUEST, "Unable to parse broker name as a base 10 number.") from None
-    if broker_id != node_id:
+def _check_described_broker(resource_name: str, node_id: int) -> None:
+    if _node_id(resource_name, f"Broker id must be an integer, but it is: {resource_name}") != node_id:
         raise ConfigsError(ErrorCode.INVALID_REQUEST,
                            f"Unexpected broker id, expected {node_id} or empty string, but received {resource_name}")
 
 
-def _refuse_broker_change(resource_name: str, node_id: int, configs: dict[str, str | None]) -> None:
-    if resource_name != "":
-        _check_broker_name(resource_name, node_id)
-    names = ", ".join(sorted(configs)) or "(none)"
-    raise ConfigsError(ErrorCode.INVALID_REQUEST,
-                       f"Cannot update these configs dynamically: {names}; kbroker's broker settings are static "
-                       "(set them in server.properties, KBROKER_* or --override and restart)")
+def _node_id(resource_name: str, not_a_number: str) -> int:
+    """A BROKER resource's name as a node id; INVALID_REQUEST saying ``not_a_number`` if it is not one (the
+    message differs by where Kafka checks it)."""
+    try:
+        return int(resource_name)
+    except ValueError:
+        raise ConfigsError(ErrorCode.INVALID_REQUEST, not_a_number) from None
 
 
-def _broker_synonym(config: BrokerConfig, name: str) -> Synonym | None:
-    """How broker setting ``name`` supplies a value: as set (static) or as its default; None if neither."""
-    setting = SETTINGS_BY_NAME[name]
-    original = config.originals.get(name)
-    if original is not None and original.origin.source is not Source.DEFAULT:
-        value = None if setting.sensitive else setting.format(config.declared(name))
-        return Synonym(name, value, STATIC_BROKER_CONFIG)
-    default = config.declared(name)  # a cluster node's defaults may be Kafka's rather than the single node's
-    if default is None:
-        return None
-    return Synonym(name, None if setting.sensitive else setting.format(default), DEFAULT_CONFIG)
+def check_broker_change(static: BrokerConfig, image: MetadataImage, node_id: int, listeners, resource_name: str,
+                        changes: list[tuple[str, int, str | None]], legacy: bool) -> None:
+    """A broker's own check of a change to its dynamic configs or the cluster-wide default, before it is
+    made or forwarded (Kafka's ConfigAdminManager.preprocess and validateBrokerConfigChange): ConfigsError
+    unless it may be made. ``changes`` are (name, operation, value); ``legacy``: AlterConfigs, which
+    replaces the resource's whole set. ``listeners`` are this broker's (name, security protocol)."""
+    names = [name for name, _, _ in changes]
+    if len(set(names)) != len(names):
+        raise ConfigsError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
+    nulls = [name for name, operation, value in changes if value is None and (legacy or operation != DELETE)]
+    if nulls:
+        raise ConfigsError(ErrorCode.INVALID_REQUEST, "Null value not supported for : " + ", ".join(nulls))
+    if resource_name and _node_id(resource_name, f"Node id must be an integer, but it is: {resource_name}") != node_id:
+        raise ConfigsError(ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {node_id}, but received {resource_name}")
+    layers = ConfigLayers.of(static, image, node_id)
+    current = layers.per_broker if resource_name else layers.cluster_default
+    try:
+        props = {name: value for name, _, value in changes} if legacy else apply_incremental(current, changes)
+        check_dynamic_configs(props, per_broker=bool(resource_name))
+        changed = layers.with_change(resource_name, props)
+        effective = changed.effective
+    except DynamicConfigError as error:
+        raise ConfigsError(error.error_code, str(error)) from None
+    except ConfigError as error:
+        raise ConfigsError(ErrorCode.INVALID_REQUEST, str(error)) from None
+    if resource_name and any(name.startswith("listener.name.") for name in names):
+        for listener, protocol in listeners:  # Kafka's SslFactory.validateReconfiguration: the stores must load
+            try:
+                ListenerSecurity.from_config(effective, listener, protocol)
+            except ConfigError as error:
+                raise ConfigsError(ErrorCode.INVALID_REQUEST, f"Validation of dynamic config update of "
+                                                              f"{', '.join(sorted(names))} failed: {error}") from None
+
+
+def plan_broker_alter(image: MetadataImage, controller_ids: set[int], resource_name: str,
+                      changes: list[tuple[str, int, str | None]], legacy: bool) -> list:
+    """The ConfigRecords of a change to a broker's dynamic configs ("" the cluster-wide default), checked
+    as Kafka's controller does (ControllerConfigurationValidator, ConfigResourceExistenceChecker). Every
+    named value gets a record, changed or not, so that brokers reload what it names (KAFKA-14136)."""
+    if resource_name:
+        broker_id = _node_id(resource_name, "Unable to parse broker name as a base 10 number.")
+        if broker_id < 0:
+            raise ConfigsError(ErrorCode.INVALID_REQUEST, "Invalid negative broker ID.")
+        if broker_id not in {broker.node_id for broker in image.brokers} | controller_ids:
+            raise ConfigsError(ErrorCode.BROKER_ID_NOT_REGISTERED, f"No node with id {broker_id} found.")
+    current = image.broker_configs.get(resource_name, {})
+    if legacy:
+        wanted = {name: value for name, _, value in changes}
+        names = [*wanted, *(name for name in current if name not in wanted)]
+    else:
+        try:
+            wanted = apply_incremental(current, changes)
+        except DynamicConfigError as error:
+            raise ConfigsError(error.error_code, str(error)) from None
+        names = [name for name, _, _ in changes]
+    return [records.ConfigRecord(resource_type=BROKER_RESOURCE, resource_name=resource_name, name=name,
+                                 value=wanted.get(name)) for name in names]
+
+
+def _controller_ids(config: BrokerConfig, node_id: int) -> set[int]:
+    """The quorum's voters, whose ids are valid broker resource names too (a lone broker: itself)."""
+    return {voter.node_id for voter in config.quorum_voters} or {node_id}
 
 
 def _normalized(setting, text: str) -> str:
@@ -283,7 +341,7 @@ async def alter_resources(broker, resources, plan_for, result_class, validate_on
             results.append(result_class(error_code=error.error_code, error_message=error.message,
                                         resource_type=resource.resource_type, resource_name=resource.resource_name))
             continue
-        results.append(result_class(error_code=ErrorCode.NONE, resource_type=resource.resource_type,
+        results.append(result_class(error_code=ErrorCode.NONE, error_message=None, resource_type=resource.resource_type,
                                     resource_name=resource.resource_name))
         plans.extend(plan)
         for record in plan:
@@ -310,20 +368,32 @@ def config_authorization_error(broker, context, operation, resource_type: int, n
     return None
 
 
-async def alter_authorized(broker, context, request, alter, response_class, result_class):
+async def alter_authorized(broker, context, request, alter, response_class, result_class, check=None):
     """Run ``alter`` (a metadata_change handler: it may forward) on the resources the principal may
-    alter; the others are answered with their authorization error."""
-    refused = []
+    alter and ``check(resource)`` (a broker's check of BROKER resources) lets through; the others are
+    answered with their error, each in its place (Kafka's reassembleIncrementalResponse)."""
+    answered = {}
     for resource in request.resources:
         code = config_authorization_error(broker, context, AclOperation.ALTER_CONFIGS, resource.resource_type,
                                           resource.resource_name)
+        message = None
+        if code is None and check is not None:
+            try:
+                check(resource)
+            except ConfigsError as error:
+                code, message = error.error_code, error.message
         if code is not None:
-            refused.append(result_class(error_code=code, resource_type=resource.resource_type,
-                                        resource_name=resource.resource_name))
-    if not refused:
+            answered[id(resource)] = result_class(error_code=code, error_message=message,
+                                                  resource_type=resource.resource_type,
+                                                  resource_name=resource.resource_name)
+    if not answered:
         return await alter(broker, context, request)
-    refused_names = {(r.resource_type, r.resource_name) for r in refused}
-    request.resources = [r for r in request.resources if (r.resource_type, r.resource_name) not in refused_names]
+    asked = request.resources
+    request.resources = [resource for resource in asked if id(resource) not in answered]
     response = await alter(broker, context, request) if request.resources else response_class(responses=[])
-    response.responses += refused
+    made = {(result.resource_type, result.resource_name): result for result in response.responses}
+    response.responses = [answered.get(id(resource)) or made.get((resource.resource_type, resource.resource_name))
+                          or result_class(error_code=ErrorCode.UNKNOWN_SERVER_ERROR, resource_type=resource.resource_type,
+                                          resource_name=resource.resource_name)
+                          for resource in asked]
     return response

@@ -36,6 +36,10 @@ class LogMaintenance:
         self.cleaner_backoff_s = config.log_cleaner_backoff_ms / 1000
         self.first_dirty: dict[tuple[str, int], int] = {}
 
+    def reconfigure(self, config) -> None:
+        """Take a changed log.cleaner.backoff.ms (a dynamic broker config) from the next round on."""
+        self.cleaner_backoff_s = config.log_cleaner_backoff_ms / 1000
+
     async def run(self) -> None:
         next_retention = next_cleaning = time.monotonic()
         while True:

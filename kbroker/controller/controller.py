@@ -14,10 +14,11 @@ import uuid
 
 import trio
 
-from kbroker.config import BrokerConfig
+from kbroker.config import BrokerConfig, ConfigError
 from kbroker.controller import brokers, partitions
 from kbroker.controller.handlers import CONTROLLER_HANDLERS, controller_api_versions
 from kbroker.controller.state import MetadataState, encode_change
+from kbroker.dynamic_broker_config import ConfigLayers
 from kbroker.metadata import records
 from kbroker.producer_ids import BLOCK_SIZE as PRODUCER_ID_BLOCK
 from kbroker.security.listener import ListenerSecurity
@@ -88,6 +89,17 @@ class Controller:
     @property
     def image(self):
         return self.state.image
+
+    @property
+    def config_layers(self) -> ConfigLayers:
+        """This node's settings with the dynamic ones of the image (what CreateTopics answers with), or its
+        static ones alone if those do not go together."""
+        layers = ConfigLayers.of(self.config, self.image, self.node_id)
+        try:
+            layers.effective
+        except ConfigError:
+            return ConfigLayers(self.config)
+        return layers
 
     def scram_credential(self, user: str, mechanism: int) -> ScramCredential | None:
         """For SCRAM on the controller listener: the credential in the quorum's image."""

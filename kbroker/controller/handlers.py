@@ -9,7 +9,7 @@ from raft import codec
 from raft.codec import NotForThisQuorum
 
 from kbroker.controller.partitions import IsrRequest
-from kbroker.handlers import HANDLERS, Handler, handles
+from kbroker.handlers import HANDLERS, Handler, alter_configs, handles, incremental_alter_configs
 from kbroker.handlers.api_versions import api_versions_response
 from wire.errors import ErrorCode
 from wire.schema import API_BY_NAME
@@ -68,10 +68,12 @@ async def describe_quorum(controller, context, request):
 
 # The metadata changes a broker forwards: the same handlers as a lone broker's, planned here against the
 # quorum's image (kbroker.handlers.metadata_change refuses them while this controller is not active).
-for _api_name in ("CreateTopics", "DeleteTopics", "CreatePartitions", "AlterConfigs", "IncrementalAlterConfigs",
-                  "ElectLeaders", "AlterPartitionReassignments", "AlterUserScramCredentials", "CreateAcls",
-                  "DeleteAcls", "AlterClientQuotas"):
+for _api_name in ("CreateTopics", "DeleteTopics", "CreatePartitions", "ElectLeaders", "AlterPartitionReassignments",
+                  "AlterUserScramCredentials", "CreateAcls", "DeleteAcls", "AlterClientQuotas"):
     CONTROLLER_HANDLERS[API_BY_NAME[_api_name].key] = HANDLERS[API_BY_NAME[_api_name].key]
+# Config changes too, without the broker's own check of broker resources: the forwarding broker made it.
+handles("AlterConfigs", 0, 2, CONTROLLER_HANDLERS)(alter_configs.handle_forwarded)
+handles("IncrementalAlterConfigs", 0, 1, CONTROLLER_HANDLERS)(incremental_alter_configs.handle_forwarded)
 
 
 # A SASL controller listener authenticates brokers and controllers as a broker's listeners do clients.

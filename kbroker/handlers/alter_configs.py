@@ -1,20 +1,33 @@
-"""AlterConfigs (33): replace a topic's whole set of overrides; broker settings are static here."""
+"""AlterConfigs (33): replace a topic's whole set of overrides, or a broker's dynamic configs."""
 
 from kbroker import handlers
-from kbroker.configs import alter_authorized, alter_resources, refuse_resources, plan_alter
+from kbroker.configs import (BROKER_RESOURCE, SET, alter_authorized, alter_resources, check_broker_change, plan_alter,
+                             refuse_resources)
 from wire.schema import API_BY_NAME
 
 AlterConfigsResponse = API_BY_NAME["AlterConfigs"].response_class
+Result = AlterConfigsResponse.AlterConfigsResourceResponse
 
 
 def _refusal(request):
-    return AlterConfigsResponse(responses=refuse_resources(request.resources, AlterConfigsResponse.AlterConfigsResourceResponse))
+    return AlterConfigsResponse(responses=refuse_resources(request.resources, Result))
 
 
 @handlers.handles("AlterConfigs", 0, 2)
 async def handle(broker, context, request):
-    return await alter_authorized(broker, context, request, _alter, AlterConfigsResponse,
-                                  AlterConfigsResponse.AlterConfigsResourceResponse)
+    """A broker checks a change to broker configs itself (Kafka's ConfigAdminManager.preprocess) before
+    it makes or forwards it."""
+    def check(resource):
+        if resource.resource_type == BROKER_RESOURCE:
+            check_broker_change(broker.static_config, broker.image, broker.node_id, broker.listener_protocols,
+                                resource.resource_name, [(c.name, SET, c.value) for c in resource.configs], legacy=True)
+
+    return await alter_authorized(broker, context, request, _alter, AlterConfigsResponse, Result, check)
+
+
+async def handle_forwarded(controller, context, request):
+    """On the controller: the broker that forwarded the request has checked its broker resources."""
+    return await alter_authorized(controller, context, request, _alter, AlterConfigsResponse, Result)
 
 
 @handlers.metadata_change(_refusal)
@@ -23,5 +36,5 @@ async def _alter(broker, context, request):
         wanted = {config.name: config.value for config in resource.configs}
         return plan_alter(broker.config, image, broker.node_id, resource.resource_type, resource.resource_name, wanted)
 
-    results = await alter_resources(broker, request.resources, plan_for, AlterConfigsResponse.AlterConfigsResourceResponse, request.validate_only)
+    results = await alter_resources(broker, request.resources, plan_for, Result, request.validate_only)
     return AlterConfigsResponse(responses=results)

@@ -24,9 +24,9 @@ async def handle(broker, context, request):
             if refused is not None:
                 raise ConfigsError(refused, None)
             if resource.resource_type == TOPIC_RESOURCE:
-                entries = describe_topic(broker.config, broker.image, resource.resource_name, keys)
+                entries = describe_topic(broker.config_layers, broker.image, resource.resource_name, keys)
             elif resource.resource_type == BROKER_RESOURCE:
-                entries = describe_broker(broker.config, broker.settings.node_id, resource.resource_name, keys)
+                entries = describe_broker(broker.config_layers, broker.node_id, resource.resource_name, keys)
             else:
                 raise ConfigsError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type: {resource.resource_type}")
         except ConfigsError as error:

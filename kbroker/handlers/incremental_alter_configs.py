@@ -1,20 +1,35 @@
-"""IncrementalAlterConfigs (44): SET, DELETE, APPEND and SUBTRACT on a topic's overrides."""
+"""IncrementalAlterConfigs (44): SET, DELETE, APPEND and SUBTRACT on a topic's overrides or a broker's
+dynamic configs."""
 
 from kbroker import handlers
-from kbroker.configs import alter_authorized, alter_resources, refuse_resources, plan_incremental_alter
+from kbroker.configs import (BROKER_RESOURCE, alter_authorized, alter_resources, check_broker_change,
+                             plan_incremental_alter, refuse_resources)
 from wire.schema import API_BY_NAME
 
 IncrementalAlterConfigsResponse = API_BY_NAME["IncrementalAlterConfigs"].response_class
+Result = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
 
 
 def _refusal(request):
-    return IncrementalAlterConfigsResponse(responses=refuse_resources(request.resources, IncrementalAlterConfigsResponse.AlterConfigsResourceResponse))
+    return IncrementalAlterConfigsResponse(responses=refuse_resources(request.resources, Result))
 
 
 @handlers.handles("IncrementalAlterConfigs", 0, 1)
 async def handle(broker, context, request):
-    return await alter_authorized(broker, context, request, _alter, IncrementalAlterConfigsResponse,
-                                  IncrementalAlterConfigsResponse.AlterConfigsResourceResponse)
+    """A broker checks a change to broker configs itself (Kafka's ConfigAdminManager.preprocess) before
+    it makes or forwards it."""
+    def check(resource):
+        if resource.resource_type == BROKER_RESOURCE:
+            operations = [(config.name, config.config_operation, config.value) for config in resource.configs]
+            check_broker_change(broker.static_config, broker.image, broker.node_id, broker.listener_protocols,
+                                resource.resource_name, operations, legacy=False)
+
+    return await alter_authorized(broker, context, request, _alter, IncrementalAlterConfigsResponse, Result, check)
+
+
+async def handle_forwarded(controller, context, request):
+    """On the controller: the broker that forwarded the request has checked its broker resources."""
+    return await alter_authorized(controller, context, request, _alter, IncrementalAlterConfigsResponse, Result)
 
 
 @handlers.metadata_change(_refusal)
@@ -25,6 +40,5 @@ async def _alter(broker, context, request):
             broker.config, image, broker.node_id, resource.resource_type, resource.resource_name, operations
         )
 
-    result_class = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
-    results = await alter_resources(broker, request.resources, plan_for, result_class, request.validate_only)
+    results = await alter_resources(broker, request.resources, plan_for, Result, request.validate_only)
     return IncrementalAlterConfigsResponse(responses=results)

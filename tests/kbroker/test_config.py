@@ -18,6 +18,7 @@ from kbroker.config import (
 from kbroker import config_definitions
 from kbroker.config_definitions import CLUSTER_DEFAULTS, SETTINGS, SETTINGS_BY_NAME, TOPIC_CONFIG_SYNONYMS
 from kbroker.configs import describe_broker
+from kbroker.dynamic_broker_config import ConfigLayers
 
 
 def config(**settings):
@@ -60,7 +61,7 @@ def test_defaults_that_differ_from_kafka_are_exactly_the_documented_ones():
     kafka_defaults = {
         "node.id": -1, "process.roles": (), "listeners": "PLAINTEXT://:9092", "log.dir": "/tmp/kafka-logs",
         "offsets.topic.replication.factor": 3, "transaction.state.log.replication.factor": 3,
-        "transaction.state.log.min.isr": 2, "group.initial.rebalance.delay.ms": 3000,
+        "transaction.state.log.min.isr": 2,
     }
     for name, kafka_default in kafka_defaults.items():
         assert SETTINGS_BY_NAME[name].default != kafka_default
@@ -566,7 +567,7 @@ def test_a_cluster_node_replicates_the_internal_topics_as_kafka_unless_told_othe
     node = overrides(*cluster)
     assert (node.offsets_topic_replication_factor, node.transaction_state_log_replication_factor,
             node.transaction_state_log_min_isr) == (3, 3, 2)
-    described = {entry.name: entry for entry in describe_broker(node, 2, "2", list(CLUSTER_DEFAULTS))}
+    described = {entry.name: entry for entry in describe_broker(ConfigLayers(node), 2, "2", list(CLUSTER_DEFAULTS))}
     assert described["offsets.topic.replication.factor"].value == "3"
     assert described["transaction.state.log.min.isr"].synonyms[0].value == "2"
     told = overrides(*cluster, "offsets.topic.replication.factor=1", "transaction.state.log.min.isr=1")
