@@ -247,6 +247,31 @@ def test_incremental_alter_configs_on_cleanup_policy(java_harness, broker):
     assert seen == steps
 
 
+def test_broker_configs_changed_at_runtime(java_harness, tmp_path):
+    """incrementalAlterConfigs on the cluster-wide default and on the broker, read-only ones refused; describeConfigs' sources and synonyms."""
+    with running_broker(str(tmp_path), settings={"log.retention.hours": 48}) as running:
+        run = java_harness.run("broker-configs", running.bootstrap, "1", "default/SET:log.retention.ms=120000",
+                               "1/SET:log.retention.ms=60000", "1/SET:num.partitions=3",
+                               "default/SET:listener.name.ssl.ssl.keystore.location=/x.pem")
+    assert [(line["step"], line["error"], line["message"]) for line in run.of_type("error")] == [
+        ("1/SET:num.partitions=3", "InvalidRequestException",
+         "Cannot update these configs dynamically: Set(num.partitions)"),
+        ("default/SET:listener.name.ssl.ssl.keystore.location=/x.pem", "InvalidRequestException",
+         "Cannot update these configs at default cluster level, broker id must be specified: "
+         "Set(listener.name.ssl.ssl.keystore.location)")]
+    described = {line["resource"]: line["entries"] for line in run.of_type("broker_configs")}
+    assert described["1"]["log.retention.ms"] == {
+        "value": "60000", "source": "DYNAMIC_BROKER_CONFIG", "read_only": False, "synonyms": [
+            ["log.retention.ms", "60000", "DYNAMIC_BROKER_CONFIG"],
+            ["log.retention.ms", "120000", "DYNAMIC_DEFAULT_BROKER_CONFIG"],
+            ["log.retention.hours", "48", "STATIC_BROKER_CONFIG"], ["log.retention.hours", "168", "DEFAULT_CONFIG"]]}
+    assert described["1"]["num.partitions"] == {"value": "1", "source": "DEFAULT_CONFIG", "read_only": True,
+                                                "synonyms": [["num.partitions", "1", "DEFAULT_CONFIG"]]}
+    assert described[""] == {"log.retention.ms": {"value": "120000", "source": "DYNAMIC_DEFAULT_BROKER_CONFIG",
+                                                  "read_only": False, "synonyms": [
+                                                      ["log.retention.ms", "120000", "DYNAMIC_DEFAULT_BROKER_CONFIG"]]}}
+
+
 # ---- timestamps and offsets --------------------------------------------------------------
 
 

@@ -7,6 +7,7 @@
 //   java KafkaCompat metadata <bootstrap>
 //   java KafkaCompat admin-create-describe-delete <bootstrap> <topic> <partitions>
 //   java KafkaCompat alter-configs <bootstrap> <topic> <OP>:<name>[=<value>] ...
+//   java KafkaCompat broker-configs <bootstrap> <node id> <node id>|default/<OP>:<name>[=<value>] ...
 //   java KafkaCompat offsets <bootstrap> <topic> earliest|latest|max|<timestamp ms> ...
 //   java KafkaCompat delete-records <bootstrap> <topic> <partition>:<offset>,...
 //   java KafkaCompat produce <bootstrap> <topic> <compression> [<producer property>=<value> ...]  < records
@@ -16,6 +17,8 @@
 //
 // `alter-configs` applies each operation (SET, DELETE, APPEND, SUBTRACT) to the topic in its own
 // IncrementalAlterConfigs request and describes the named config after it.
+// `broker-configs` applies each operation to a BROKER resource (a node id, or the cluster-wide default),
+// each in its own request, then describes the node and the default, with synonyms, for the names used.
 // `offsets` asks the admin client (ListOffsets) and then a consumer (beginningOffsets,
 // endOffsets, offsetsForTimes; it has no max-timestamp lookup) about every partition.
 // `produce` reads one record per stdin line: <key> TAB <value> TAB <headers> [TAB <partition>
@@ -55,6 +58,7 @@ import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.admin.CreateTopicsOptions;
 import org.apache.kafka.clients.admin.CreateTopicsResult;
 import org.apache.kafka.clients.admin.DeleteRecordsResult;
+import org.apache.kafka.clients.admin.DescribeConfigsOptions;
 import org.apache.kafka.clients.admin.DescribeClusterResult;
 import org.apache.kafka.clients.admin.ListOffsetsResult.ListOffsetsResultInfo;
 import org.apache.kafka.clients.admin.NewPartitions;
@@ -101,6 +105,7 @@ public final class KafkaCompat {
             case "metadata" -> metadata(bootstrap);
             case "admin-create-describe-delete" -> admin(bootstrap, args[2], Integer.parseInt(args[3]));
             case "alter-configs" -> alterConfigs(bootstrap, args[2], from(args, 3));
+            case "broker-configs" -> brokerConfigs(bootstrap, args[2], from(args, 3));
             case "offsets" -> offsets(bootstrap, args[2], from(args, 3));
             case "delete-records" -> deleteRecords(bootstrap, args[2], args[3]);
             case "produce" -> produce(bootstrap, args[2], args[3], options(from(args, 4)));
@@ -116,7 +121,8 @@ public final class KafkaCompat {
     }
 
     private static void usage() {
-        System.err.println("usage: KafkaCompat metadata|admin-create-describe-delete|alter-configs|offsets|delete-records"
+        System.err.println("usage: KafkaCompat metadata|admin-create-describe-delete|alter-configs|broker-configs|offsets"
+                + "|delete-records"
                 + "|produce|consume|transact <bootstrap> ...");
         System.exit(2);
     }
@@ -289,6 +295,43 @@ public final class KafkaCompat {
                     get(admin.incrementalAlterConfigs(Map.of(resource, List.of(alter))).all());
                     emit(new Json().put("type", "config").put("after", operation).put("name", name)
                             .put("entry", configEntry(topicConfig(admin, topic).get(name))));
+                });
+            }
+        }
+    }
+
+    private static void brokerConfigs(String bootstrap, String nodeId, List<String> operations) {
+        TreeSet<String> names = new TreeSet<>();
+        try (Admin admin = admin(bootstrap)) {
+            for (String operation : operations) {
+                String[] resourceAndChange = operation.split("/", 2);
+                String[] opAndConfig = resourceAndChange[1].split(":", 2);
+                String[] nameAndValue = opAndConfig[1].split("=", 2);
+                names.add(nameAndValue[0]);
+                ConfigResource resource = new ConfigResource(ConfigResource.Type.BROKER,
+                        resourceAndChange[0].equals("default") ? "" : resourceAndChange[0]);
+                AlterConfigOp alter = new AlterConfigOp(new ConfigEntry(nameAndValue[0], nameAndValue.length > 1 ? nameAndValue[1] : null),
+                        AlterConfigOp.OpType.valueOf(opAndConfig[0]));
+                step(operation, () -> get(admin.incrementalAlterConfigs(Map.of(resource, List.of(alter))).all()));
+            }
+            for (String name : List.of(nodeId, "")) {
+                ConfigResource resource = new ConfigResource(ConfigResource.Type.BROKER, name);
+                step("describe " + name, () -> {
+                    Config config = get(admin.describeConfigs(List.of(resource),
+                            new DescribeConfigsOptions().includeSynonyms(true)).all()).get(resource);
+                    Map<String, Object> entries = new TreeMap<>();
+                    for (ConfigEntry entry : config.entries()) {
+                        if (names.contains(entry.name())) {
+                            List<Object> synonyms = new ArrayList<>();
+                            for (ConfigEntry.ConfigSynonym synonym : entry.synonyms()) {
+                                synonyms.add(Arrays.asList(synonym.name(), synonym.value(), synonym.source().name()));
+                            }
+                            entries.put(entry.name(), new Json().put("value", entry.value())
+                                    .put("source", entry.source().name()).put("read_only", entry.isReadOnly())
+                                    .put("synonyms", synonyms));
+                        }
+                    }
+                    emit(new Json().put("type", "broker_configs").put("resource", name).put("entries", entries));
                 });
             }
         }
