@@ -334,7 +334,8 @@ def test_on_a_cluster_a_default_reaches_every_node_and_a_brokers_value_only_its_
         code, message = alter_raw(cluster.node(1).client_port, "2", ("log.retention.ms", "1", 0))
         assert (code, message) == (ErrorCode.INVALID_REQUEST, "Unexpected broker id, expected 1, but received 2")
         code, message = alter_raw(cluster.node(3).client_port, "", ("num.partitions", "3", 0))
-        assert (code, message) == (ErrorCode.INVALID_REQUEST, "Cannot update these configs dynamically: Set(num.partitions)")
+        assert (code, message) == (ErrorCode.INVALID_REQUEST,
+                                   "Cannot update these configs dynamically: Set(num.partitions)")
     finally:
         cluster.close()
 

@@ -344,7 +344,8 @@ class Broker:
             if reload_listeners and (server.security.uses_tls or server.security.uses_sasl):
                 server.security = self._listener_security(listener, server.security)
 
-    def _listener_security(self, listener: ListenerSettings, current: ListenerSecurity | None = None):
+    def _listener_security(self, listener: ListenerSettings,
+                           current: ListenerSecurity | None = None) -> ListenerSecurity:
         """A listener's TLS and SASL settings from this broker's config. If dynamic ones cannot be used (a
         key store that does not load), an error is logged and the listener keeps what it had (at start:
         its static settings); static ones that cannot be used stop the start, naming the setting."""

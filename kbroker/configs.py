@@ -104,7 +104,8 @@ def topic_entries(layers: ConfigLayers, overrides: dict[str, str], keys: list[st
     return entries
 
 
-def describe_broker(layers: ConfigLayers, node_id: int, resource_name: str, keys: list[str] | None) -> list[ConfigEntry]:
+def describe_broker(layers: ConfigLayers, node_id: int, resource_name: str,
+                    keys: list[str] | None) -> list[ConfigEntry]:
     """This broker's settings (or those named in ``keys``), each with the layer that gave its value;
     "" names the cluster-wide dynamic default, which shows only what is set there (Kafka's ConfigHelper)."""
     if resource_name == "":
@@ -267,7 +268,8 @@ def check_broker_change(static: BrokerConfig, image: MetadataImage, node_id: int
     if nulls:
         raise ConfigsError(ErrorCode.INVALID_REQUEST, "Null value not supported for : " + ", ".join(nulls))
     if resource_name and _node_id(resource_name, f"Node id must be an integer, but it is: {resource_name}") != node_id:
-        raise ConfigsError(ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {node_id}, but received {resource_name}")
+        raise ConfigsError(ErrorCode.INVALID_REQUEST,
+                           f"Unexpected broker id, expected {node_id}, but received {resource_name}")
     layers = ConfigLayers.of(static, image, node_id)
     current = layers.per_broker if resource_name else layers.cluster_default
     try:
@@ -393,7 +395,7 @@ async def alter_authorized(broker, context, request, alter, response_class, resu
     response = await alter(broker, context, request) if request.resources else response_class(responses=[])
     made = {(result.resource_type, result.resource_name): result for result in response.responses}
     response.responses = [answered.get(id(resource)) or made.get((resource.resource_type, resource.resource_name))
-                          or result_class(error_code=ErrorCode.UNKNOWN_SERVER_ERROR, resource_type=resource.resource_type,
-                                          resource_name=resource.resource_name)
+                          or result_class(error_code=ErrorCode.UNKNOWN_SERVER_ERROR,
+                                          resource_type=resource.resource_type, resource_name=resource.resource_name)
                           for resource in asked]
     return response

@@ -171,7 +171,8 @@ def test_kafkas_synonym_names():
 def test_synonyms_go_layer_by_layer_from_the_first_named_as_asked():
     described = layers(static(log_retention_hours=48), {"log.retention.ms": "120000"}, {"log.retention.ms": "60000"})
     assert described.synonyms("log.retention.ms") == [
-        ("log.retention.ms", "60000", DYNAMIC_BROKER_CONFIG), ("log.retention.ms", "120000", DYNAMIC_DEFAULT_BROKER_CONFIG),
+        ("log.retention.ms", "60000", DYNAMIC_BROKER_CONFIG),
+        ("log.retention.ms", "120000", DYNAMIC_DEFAULT_BROKER_CONFIG),
         ("log.retention.hours", "48", STATIC_BROKER_CONFIG), ("log.retention.hours", "168", DEFAULT_CONFIG)]
     assert described.synonyms("log.retention.hours") == [
         ("log.retention.hours", "48", STATIC_BROKER_CONFIG), ("log.retention.hours", "168", DEFAULT_CONFIG)]
