@@ -224,10 +224,6 @@ def run_kafka_python(options, reporter: Reporter, control: Control) -> None:
                 committed = {tp.partition: consumer.committed(tp) for tp in partitions}
                 reporter.assigned([tp.partition for tp in partitions], {p: -1 if o is None else o for p, o in committed.items()})
 
-    # The topic's partitions known before joining: a kafka-python 3.0.12 leader that assigns before it
-    # has them hands out nothing, and the rejoin it then needs sometimes hangs its poll() for good
-    # (seen about once in fifteen group formations; the broker had answered its SyncGroup).
-    wait_until(lambda: consumer.partitions_for_topic(options.topic), CALL_TIMEOUT_S)
     wait_for_start(options, reporter, control)
     consumer.subscribe([options.topic], listener=Listener())
     while not control.stopping.is_set():

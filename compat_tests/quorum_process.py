@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from compat_tests import raw_client
-from compat_tests.broker_process import BrokerProcess, free_port
+from compat_tests.broker_process import TEST_SETTINGS, BrokerProcess, free_port
 from compat_tests.link_proxy import LinkProxy, owner_of
 from wire.schema import API_BY_NAME
 
@@ -111,7 +111,7 @@ class Quorum:
 
     def __init__(self, root: Path, count: int = 3, *, combined: bool = False, brokers: int = 0,
                  overrides: tuple[str, ...] = (), proxied: bool = False) -> None:
-        overrides = QUICK_QUORUM + tuple(overrides)
+        overrides = QUICK_QUORUM + TEST_SETTINGS + tuple(overrides)
         self.nodes = [QuorumNode(i, root / f"node{i}", free_port(), free_port() if combined else None, overrides)
                       for i in range(1, count + 1)]
         self.brokers = [QuorumNode(i, root / f"node{i}", None, free_port(), overrides)

@@ -16,10 +16,11 @@ complete cluster on one machine:
                                     sample server.properties sets these to 1 too. A node of a cluster
                                     (controller.quorum.voters set) takes Kafka's values (CLUSTER_DEFAULTS),
                                     so that the coordinators' state is replicated unless asked otherwise.
-    group.initial.rebalance.delay.ms=0
-                                    Kafka: 3000. The delay only batches joins of big groups; on a
-                                    development broker it makes every first poll 3 s slower. Kafka's sample
-                                    server.properties sets 0 for the same reason.
+
+group.initial.rebalance.delay.ms keeps Kafka's 3000: without it a new group forms
+around its first member at once, and kafka-python 3.0.12 then hangs about one
+formation in ten (issue 31, and compat_tests/test_group_formation.py). Test brokers
+set a short delay instead (compat_tests/broker_process.py).
 
 And one deliberate difference in the KRaft rules (see kbroker.config): with
 `controller.quorum.voters` empty, a combined broker+controller runs an
@@ -306,8 +307,8 @@ SETTINGS: tuple[Setting, ...] = (
     _S("offsets.commit.timeout.ms", "int", 5000, "Longest wait for an offset commit to be replicated.",
        AtLeast(1)),
     _S("offset.metadata.max.bytes", "int", 4096, "Largest metadata string of a committed offset."),
-    _S("group.initial.rebalance.delay.ms", "int", 0, "Wait for more members before a new group's first "
-       "rebalance."),
+    _S("group.initial.rebalance.delay.ms", "int", 3000, "Wait for more members before a new group's first "
+       "rebalance (again for each member that joins meanwhile, up to the rebalance timeout)."),
     _S("group.min.session.timeout.ms", "int", 6000, "Shortest session timeout a classic group member may ask for."),
     _S("group.max.session.timeout.ms", "int", 30 * MINUTE_MS, "Longest session timeout a classic group member "
        "may ask for."),
