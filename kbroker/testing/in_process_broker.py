@@ -39,6 +39,13 @@ class RunningBroker(CreatesTopics):
         return f"{self.host}:{self.broker.ports[listener.upper()]}"
 
 
+# Where a test broker differs from Kafka's defaults, and why. A new group's first rebalance waits
+# 300 ms, not Kafka's 3 s, for members that subscribe together: long enough that they form one
+# generation (kafka-python 3.0.12 can hang when a lone first member leads; issue 31), short
+# enough that a test's first poll is not late.
+TEST_DEFAULTS = {"group.initial.rebalance.delay.ms": 300}
+
+
 @contextlib.contextmanager
 def running_broker(data_dir: str | None = None, *, host: str = "127.0.0.1", node_id: int = 1, settings: dict | None = None):
     """Run a broker on a free port of ``host`` in a background thread until the block ends; yields a
@@ -46,14 +53,15 @@ def running_broker(data_dir: str | None = None, *, host: str = "127.0.0.1", node
 
     ``data_dir`` is its log.dirs (default: a temporary directory, removed afterwards); pass the same one
     to a second ``running_broker`` to restart on the data. ``settings`` are broker settings by Kafka's
-    names, as ``--override`` takes them, e.g. ``{"auto.create.topics.enable": False}``; ``KBROKER_*``
+    names, as ``--override`` takes them, e.g. ``{"auto.create.topics.enable": False}``, over
+    ``TEST_DEFAULTS``; ``KBROKER_*``
     environment variables are not read. With ``listeners`` among them, those listeners are served as
     given (port 0: a free one; :meth:`RunningBroker.address` tells which).
     """
     with contextlib.ExitStack() as stack:
         if data_dir is None:
             data_dir = stack.enter_context(tempfile.TemporaryDirectory(prefix="kbroker-"))
-        config = BrokerConfig.from_mapping(settings or {})
+        config = BrokerConfig.from_mapping({**TEST_DEFAULTS, **(settings or {})})
         if "listeners" in (settings or {}):  # the listeners as given (port 0: any free one)
             broker_settings = replace(settings_from_config(config), node_id=node_id, data_dir=data_dir)
         else:

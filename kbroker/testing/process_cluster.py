@@ -29,7 +29,8 @@ NODE_SETTINGS = ("process.roles", "node.id", "listeners", "controller.listener.n
 # Quicker than Kafka's 2 s and 9 s: a broker is unfenced after its second heartbeat, so a cluster serves
 # in about 2 s rather than 4; and the last node to stop, whose controlled shutdown no quorum is left to
 # approve, waits out its session in 3 s rather than 9.
-TEST_TIMINGS = {"broker.heartbeat.interval.ms": 200, "broker.session.timeout.ms": 3000}
+TEST_TIMINGS = {"broker.heartbeat.interval.ms": 200, "broker.session.timeout.ms": 3000,
+                "group.initial.rebalance.delay.ms": 300}  # as running_broker's TEST_DEFAULTS
 _LOG_TAIL_LINES = 20
 
 

@@ -176,3 +176,13 @@ def test_running_cluster_reports_a_node_that_cannot_start():
     with pytest.raises(RuntimeError, match=r"(?s)node 1 exited with code \d+.*no.such.setting"):
         with running_cluster(nodes=1, settings={"no.such.setting": 1}, start_timeout_s=30):
             pass
+
+
+def test_test_brokers_wait_300_ms_for_a_new_groups_members_and_a_test_may_say_otherwise():
+    """Kafka's 3 s would make every test's first poll late; none at all lets kafka-python 3.0.12 hang (issue 31)."""
+    from kbroker.testing import running_broker
+
+    with running_broker() as running:
+        assert running.broker.config.get("group.initial.rebalance.delay.ms") == 300
+    with running_broker(settings={"group.initial.rebalance.delay.ms": 0}) as running:
+        assert running.broker.config.get("group.initial.rebalance.delay.ms") == 0
