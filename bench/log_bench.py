@@ -29,10 +29,10 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from log.config import LogConfig  # noqa: E402
-from log.group_commit import GroupCommit  # noqa: E402
-from log.partition_log import AppendResult, FlushJob, Log  # noqa: E402
-from wire.records import Record, build_batch  # noqa: E402
+from kbroker.log.config import LogConfig  # noqa: E402
+from kbroker.log.group_commit import GroupCommit  # noqa: E402
+from kbroker.log.partition_log import AppendResult, FlushJob, Log  # noqa: E402
+from kbroker.wire.records import Record, build_batch  # noqa: E402
 
 MIB = 1024 * 1024
 RECORDS_PER_BATCH = 16

@@ -29,7 +29,7 @@ sys.path[:0] = [REPO_DIR]
 
 from compat_tests.quorum_process import Quorum  # noqa: E402
 from compat_tests.test_controller_quorum import CreateTopics, register_broker  # noqa: E402
-from wire.errors import ErrorCode  # noqa: E402
+from kbroker.wire.errors import ErrorCode  # noqa: E402
 
 
 class Proposer:

@@ -13,7 +13,7 @@ from pathlib import Path
 from compat_tests import raw_client
 from compat_tests.broker_process import TEST_SETTINGS, BrokerProcess, free_port
 from compat_tests.link_proxy import LinkProxy, owner_of
-from wire.schema import API_BY_NAME
+from kbroker.wire.schema import API_BY_NAME
 
 DescribeQuorumRequest = API_BY_NAME["DescribeQuorum"].request_class
 FindCoordinatorRequest = API_BY_NAME["FindCoordinator"].request_class

@@ -7,8 +7,8 @@ from __future__ import annotations
 import socket
 import struct
 
-from wire.frame import decode_response, encode_request
-from wire.schema import API_BY_NAME
+from kbroker.wire.frame import decode_response, encode_request
+from kbroker.wire.schema import API_BY_NAME
 
 
 def call(port: int, api_name: str, version: int, body, *, timeout_s: float = 10, host: str = "127.0.0.1"):

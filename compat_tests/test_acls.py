@@ -137,8 +137,8 @@ def test_offset_for_leader_epoch_needs_describe_on_the_topic(broker):
     """Asked through kbroker's own blocking client, logged in with SASL PLAIN."""
     from kbroker.tools.client import Connection
     from kbroker.tools.client_config import ClientSecurity
-    from wire.errors import ErrorCode
-    from wire.schema import API_BY_NAME
+    from kbroker.wire.errors import ErrorCode
+    from kbroker.wire.schema import API_BY_NAME
 
     request = API_BY_NAME["OffsetForLeaderEpoch"].request_class
     topic = _topic(broker)

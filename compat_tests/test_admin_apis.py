@@ -10,9 +10,9 @@ from kafka import TopicPartition as KafkaTopicPartition
 
 from compat_tests.test_errors import call
 from kbroker.testing import running_broker
-from wire.errors import ErrorCode
-from wire.primitives import ZERO_UUID
-from wire.schema import API_BY_NAME
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.primitives import ZERO_UUID
+from kbroker.wire.schema import API_BY_NAME
 
 
 @pytest.fixture(scope="module")

@@ -16,8 +16,8 @@ import kafka
 import pytest
 
 from kbroker.testing import running_broker
-from wire.compression import CODEC_NAMES
-from wire.records import iter_batches
+from kbroker.wire.compression import CODEC_NAMES
+from kbroker.wire.records import iter_batches
 
 CODECS = ["gzip", "snappy", "lz4", "zstd"]
 COUNT = 300

@@ -23,9 +23,9 @@ from kafka.admin import NewTopic as KafkaPythonNewTopic
 
 from compat_tests import raw_client
 from compat_tests.quorum_process import Quorum, until
-from wire.errors import ErrorCode
-from wire.records import Record, build_batch
-from wire.schema import API_BY_NAME
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.records import Record, build_batch
+from kbroker.wire.schema import API_BY_NAME
 
 pytestmark = pytest.mark.timeout(300)
 

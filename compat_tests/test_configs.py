@@ -5,7 +5,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource, NewTopic
 
 from kbroker.testing import running_broker
-from wire.errors import ErrorCode
+from kbroker.wire.errors import ErrorCode
 
 TIMEOUT_S = 10
 
@@ -71,7 +71,7 @@ def test_describe_topic_synonyms_and_a_static_broker_default(broker):
 def test_describe_filters_by_key_and_returns_types_and_docs(broker):
     running, admin = broker
     from compat_tests.test_errors import call
-    from wire.schema import API_BY_NAME
+    from kbroker.wire.schema import API_BY_NAME
 
     request = API_BY_NAME["DescribeConfigs"].request_class
     body = request(
@@ -233,7 +233,7 @@ def test_kafka_python_describe_configs(broker):
 @pytest.mark.parametrize("version", [1, 2, 3, 4])
 def test_describe_edge_resources_over_a_raw_socket(broker, version):
     from compat_tests.test_errors import call
-    from wire.schema import API_BY_NAME
+    from kbroker.wire.schema import API_BY_NAME
 
     running, admin = broker
     request = API_BY_NAME["DescribeConfigs"].request_class

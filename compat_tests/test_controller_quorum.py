@@ -16,8 +16,8 @@ import pytest
 
 from compat_tests.quorum_process import Quorum, until
 from kbroker.controller.dump import dump
-from wire.errors import ErrorCode
-from wire.schema import API_BY_NAME
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.schema import API_BY_NAME
 
 pytestmark = pytest.mark.timeout(300)
 

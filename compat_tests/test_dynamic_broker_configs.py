@@ -21,8 +21,8 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 from compat_tests import raw_client
 from compat_tests.quorum_process import Quorum, until
 from kbroker.testing import running_broker
-from wire.errors import ErrorCode
-from wire.schema import API_BY_NAME
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.schema import API_BY_NAME
 
 pytestmark = pytest.mark.timeout(300)
 

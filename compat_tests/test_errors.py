@@ -8,10 +8,10 @@ import confluent_kafka.admin
 import pytest
 
 from kbroker.testing import running_broker
-from wire.errors import ErrorCode
-from wire.frame import decode_response, encode_request
-from wire.records import Record, build_batch
-from wire.schema import API_BY_NAME
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.frame import decode_response, encode_request
+from kbroker.wire.records import Record, build_batch
+from kbroker.wire.schema import API_BY_NAME
 
 
 def call(port, api_name, version, body):

@@ -9,10 +9,10 @@ import pytest
 
 from compat_tests.test_errors import call
 from kbroker.testing import running_broker
-from wire.errors import ErrorCode
-from wire.frame import decode_response, encode_request
-from wire.records import Record, build_batch, iter_batches
-from wire.schema import API_BY_NAME
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.frame import decode_response, encode_request
+from kbroker.wire.records import Record, build_batch, iter_batches
+from kbroker.wire.schema import API_BY_NAME
 
 Fetch = API_BY_NAME["Fetch"].request_class
 Produce = API_BY_NAME["Produce"].request_class

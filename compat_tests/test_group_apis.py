@@ -7,8 +7,8 @@ import pytest
 
 from compat_tests.test_errors import call
 from kbroker.testing import running_broker
-from wire.errors import ErrorCode
-from wire.schema import API_BY_NAME
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.schema import API_BY_NAME
 
 JoinGroup = API_BY_NAME["JoinGroup"].request_class
 SyncGroup = API_BY_NAME["SyncGroup"].request_class

@@ -15,9 +15,9 @@ import pytest
 
 from compat_tests.broker_process import BrokerProcess
 from kbroker.testing import running_broker
-from wire.errors import ErrorCode
-from wire.frame import decode_response, encode_request
-from wire.schema import API_BY_NAME
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.frame import decode_response, encode_request
+from kbroker.wire.schema import API_BY_NAME
 
 TOPIC = "errors"
 SESSION_TIMEOUT_MS = 10000

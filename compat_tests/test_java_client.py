@@ -15,8 +15,8 @@ from compat_tests import java_table
 from compat_tests.java_harness import java_harness  # noqa: F401  (the session fixture)
 from compat_tests.test_errors import call
 from kbroker.testing import running_broker
-from wire.murmur2 import default_partition
-from wire.schema import API_BY_NAME
+from kbroker.wire.murmur2 import default_partition
+from kbroker.wire.schema import API_BY_NAME
 
 PARTITIONS = 3
 COUNT = 10_000

@@ -8,7 +8,7 @@ import confluent_kafka.admin as admin
 import pytest
 
 from kbroker.testing import running_broker
-from wire.murmur2 import default_partition
+from kbroker.wire.murmur2 import default_partition
 
 pytestmark = pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat not installed")
 

@@ -18,7 +18,7 @@ confluent_kafka = pytest.importorskip("confluent_kafka")
 prometheus_parser = pytest.importorskip("prometheus_client.parser")
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
-from wire.schema import API_BY_NAME  # noqa: E402
+from kbroker.wire.schema import API_BY_NAME  # noqa: E402
 
 
 def get(port: int, path: str) -> tuple[int, str]:

@@ -15,9 +15,9 @@ import pytest
 
 from compat_tests import raw_client
 from compat_tests.broker_process import BrokerProcess
-from wire.errors import ErrorCode
-from wire.frame import encode_request
-from wire.schema import API_BY_NAME
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.frame import encode_request
+from kbroker.wire.schema import API_BY_NAME
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Producer  # noqa: E402

@@ -28,10 +28,10 @@ from kafka.admin import NewTopic as KafkaNewTopic
 from compat_tests import raw_client
 from compat_tests.quorum_process import Quorum, read_to_end, until
 from compat_tests.replication_checker import check
-from log.partition_log import Log
-from wire.errors import ErrorCode
-from wire.records import Record, build_batch
-from wire.schema import API_BY_NAME
+from kbroker.log.partition_log import Log
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.records import Record, build_batch
+from kbroker.wire.schema import API_BY_NAME
 
 pytestmark = pytest.mark.timeout(900)
 

@@ -17,9 +17,9 @@ import time
 import pytest
 
 from kbroker.testing import running_broker
-from wire.errors import ErrorCode
-from wire.frame import decode_response, encode_request
-from wire.schema import API_BY_NAME
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.frame import decode_response, encode_request
+from kbroker.wire.schema import API_BY_NAME
 
 trustme = pytest.importorskip("trustme", reason="the trustme package (test extra) makes the TLS certificates")
 

@@ -10,8 +10,8 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from kbroker.testing import running_broker
-from wire.compression import GZIP, LZ4, NONE, ZSTD
-from wire.records import iter_batches
+from kbroker.wire.compression import GZIP, LZ4, NONE, ZSTD
+from kbroker.wire.records import iter_batches
 
 
 @pytest.fixture(scope="module")

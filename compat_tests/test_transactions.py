@@ -34,7 +34,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from compat_tests.broker_process import BrokerProcess
 from compat_tests.test_errors import call
-from wire.schema import API_BY_NAME
+from kbroker.wire.schema import API_BY_NAME
 
 PARTITIONS = 3
 TIMEOUT_S = 30

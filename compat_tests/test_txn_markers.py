@@ -14,9 +14,9 @@ import uuid
 
 from compat_tests.test_errors import call
 from kbroker.testing import running_broker
-from wire.errors import ErrorCode
-from wire.records import Record, build_batch
-from wire.schema import API_BY_NAME
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.records import Record, build_batch
+from kbroker.wire.schema import API_BY_NAME
 
 CreateTopics = API_BY_NAME["CreateTopics"].request_class
 InitProducerId = API_BY_NAME["InitProducerId"].request_class

@@ -44,11 +44,11 @@ from kbroker.security.peer import PeerSecurity
 from kbroker.security.scram import ScramCredential, credential_of
 from kbroker.server import Server, ServerLimits
 from kbroker.topics import TopicError, TopicRequest, plan_topic, topic_log_config
-from log.checkpoint import fsync_file_and_directory, kafka_uuid_string
-from log.manager import LogManager
-from log.segment import SegmentSettings
-from wire.errors import ErrorCode
-from wire.schema import API_BY_KEY, API_BY_NAME
+from kbroker.log.checkpoint import fsync_file_and_directory, kafka_uuid_string
+from kbroker.log.manager import LogManager
+from kbroker.log.segment import SegmentSettings
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.schema import API_BY_KEY, API_BY_NAME
 
 logger = logging.getLogger("kbroker.broker")
 CreateTopicsRequest = API_BY_NAME["CreateTopics"].request_class

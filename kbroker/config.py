@@ -39,7 +39,7 @@ from kbroker.config_definitions import (
     TOPIC_CONFIG_SYNONYMS,
     Setting,
 )
-from log.config import LogConfig
+from kbroker.log.config import LogConfig
 
 ENVIRONMENT_PREFIX = "KBROKER_"
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")

@@ -31,7 +31,7 @@ from kbroker.results import mark_not_made
 from kbroker.security.acls import AclOperation, ResourceType
 from kbroker.security.authorization import allowed, allowed_on_cluster
 from kbroker.security.listener import ListenerSecurity
-from wire.errors import ErrorCode
+from kbroker.wire.errors import ErrorCode
 
 DYNAMIC_TOPIC_CONFIG = 1  # DescribeConfigsResponse.ConfigSource of a topic's override
 

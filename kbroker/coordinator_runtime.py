@@ -27,10 +27,10 @@ import trio
 
 from kbroker.effects import CoordinatorError, Persist, Respond
 from kbroker.topics import TopicError, TopicRequest, plan_topic
-from log.producer_state import read_txn_marker
-from wire import DecodeError
-from wire.errors import ErrorCode
-from wire.records import ControlRecordType, Record, build_batch, decode_records, iter_batches
+from kbroker.log.producer_state import read_txn_marker
+from kbroker.wire import DecodeError
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.records import ControlRecordType, Record, build_batch, decode_records, iter_batches
 
 logger = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ import errno
 import os
 
 from kbroker.config import ConfigError
-from log.directory_lock import DirectoryInUse, DirectoryLock
+from kbroker.log.directory_lock import DirectoryInUse, DirectoryLock
 
 
 class DataDirectories:

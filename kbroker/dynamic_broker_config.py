@@ -35,7 +35,7 @@ from typing import Mapping
 
 from kbroker.config import BrokerConfig, Origin, Original, Source, listener_setting
 from kbroker.config_definitions import SETTINGS_BY_NAME, TOPIC_CONFIG_SYNONYMS
-from wire.errors import ErrorCode
+from kbroker.wire.errors import ErrorCode
 
 # DescribeConfigsResponse.ConfigSource of a broker setting's layers
 DYNAMIC_BROKER_CONFIG = 2

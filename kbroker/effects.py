@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from wire.errors import ErrorCode
+from kbroker.wire.errors import ErrorCode
 
 
 class CoordinatorError(Exception):

@@ -17,11 +17,11 @@ import logging
 import trio
 
 from kbroker.security.peer import PeerUnreachable
-from wire import DecodeError
-from wire.errors import ErrorCode
-from wire.frame import decode_response, encode_request, read_frame
-from wire.records import iter_batches
-from wire.schema import API_BY_NAME
+from kbroker.wire import DecodeError
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.frame import decode_response, encode_request, read_frame
+from kbroker.wire.records import iter_batches
+from kbroker.wire.schema import API_BY_NAME
 
 logger = logging.getLogger("kbroker.fetcher")
 

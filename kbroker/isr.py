@@ -23,8 +23,8 @@ import time
 import trio
 
 from kbroker.controller.channel import ControllerUnavailable
-from wire.errors import ErrorCode
-from wire.schema import API_BY_NAME
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.schema import API_BY_NAME
 
 logger = logging.getLogger("kbroker.isr")
 

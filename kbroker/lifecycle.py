@@ -18,8 +18,8 @@ import uuid
 import trio
 
 from kbroker.controller.channel import ControllerChannel, ControllerUnavailable
-from wire.errors import ErrorCode
-from wire.schema import API_BY_NAME
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.schema import API_BY_NAME
 
 logger = logging.getLogger("kbroker.lifecycle")
 

@@ -19,7 +19,7 @@ import time
 
 import trio
 
-from log.cleaner import clean, cleanable_range
+from kbroker.log.cleaner import clean, cleanable_range
 
 logger = logging.getLogger(__name__)
 

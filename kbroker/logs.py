@@ -11,7 +11,7 @@ import json
 import logging
 import time
 
-from wire.errors import ErrorCode
+from kbroker.wire.errors import ErrorCode
 
 requests_logger = logging.getLogger("kbroker.requests")
 _TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"

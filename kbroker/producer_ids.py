@@ -11,7 +11,7 @@ answers COORDINATOR_LOAD_IN_PROGRESS, which clients retry, as Kafka's brokers do
 from __future__ import annotations
 
 from kbroker.metadata import records
-from wire.errors import ErrorCode
+from kbroker.wire.errors import ErrorCode
 
 BLOCK_SIZE = 1000
 

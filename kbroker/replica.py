@@ -22,7 +22,7 @@ import time
 import trio
 
 from kbroker.flusher import Flusher
-from log.partition_log import AppendResult, Log
+from kbroker.log.partition_log import AppendResult, Log
 
 
 def _now_ms() -> int:

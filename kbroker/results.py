@@ -1,6 +1,6 @@
 """What the handlers of metadata changes (and kbroker.configs) share about their per-resource results."""
 
-from wire.errors import ErrorCode
+from kbroker.wire.errors import ErrorCode
 
 
 def mark_not_made(results, error_code: int | None) -> None:

@@ -32,10 +32,10 @@ from kbroker.security.listener import ListenerSecurity, principal_of_certificate
 from kbroker.security.quotas import REQUEST_PERCENTAGE
 from kbroker.security.scram import AuthenticationFailed
 from kbroker.security.session import Session
-from wire import DecodeError
-from wire.schema import EncodeBuffer
-from wire.errors import ErrorCode
-from wire.frame import FrameDecoder, RequestHeader, UnknownApiKey, decode_request_header, encode_response
+from kbroker.wire import DecodeError
+from kbroker.wire.schema import EncodeBuffer
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.frame import FrameDecoder, RequestHeader, UnknownApiKey, decode_request_header, encode_response
 
 logger = logging.getLogger("kbroker.server")
 

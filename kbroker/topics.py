@@ -13,8 +13,8 @@ from dataclasses import dataclass, fields
 
 from kbroker.metadata import records
 from kbroker.metadata.image import TOPIC_RESOURCE, MetadataImage, TopicImage
-from log.config import LogConfig
-from wire.errors import ErrorCode
+from kbroker.log.config import LogConfig
+from kbroker.wire.errors import ErrorCode
 
 _LEGAL_NAME = re.compile(r"[a-zA-Z0-9._-]+")
 MAX_NAME_LENGTH = 249

@@ -71,10 +71,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from log.segment import LogSegment
-from log.segment_swap import CLEANED_SUFFIX, remove_segment_files, swap_in
-from log.txn_index import AbortedTxn
-from wire.records import (
+from kbroker.log.segment import LogSegment
+from kbroker.log.segment_swap import CLEANED_SUFFIX, remove_segment_files, swap_in
+from kbroker.log.txn_index import AbortedTxn
+from kbroker.wire.records import (
     HEADER_SIZE,
     LOG_APPEND_TIME,
     BatchHeader,
@@ -86,9 +86,9 @@ from wire.records import (
 )
 
 if TYPE_CHECKING:
-    from log.partition_log import Log
+    from kbroker.log.partition_log import Log
 
-logger = logging.getLogger("log.cleaner")
+logger = logging.getLogger("kbroker.log.cleaner")
 
 DEFAULT_MAX_OFFSET_MAP_ENTRIES = 1_000_000
 _READ_CHUNK_BYTES = 1024 * 1024

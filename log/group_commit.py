@@ -23,7 +23,7 @@ from __future__ import annotations
 import threading
 import time
 
-from log.partition_log import AppendResult, Log
+from kbroker.log.partition_log import AppendResult, Log
 
 GATHER_S_MAX = 0.001
 

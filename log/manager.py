@@ -13,7 +13,7 @@ import os
 import shutil
 import uuid
 
-from log.checkpoint import (
+from kbroker.log.checkpoint import (
     LEADER_EPOCH_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
     PARTITION_METADATA,
@@ -23,8 +23,8 @@ from log.checkpoint import (
     OffsetCheckpointFile,
     PartitionMetadataFile,
 )
-from log.config import LogConfig
-from log.partition_log import Log
+from kbroker.log.config import LogConfig
+from kbroker.log.partition_log import Log
 
 TopicPartition = tuple[str, int]
 

@@ -17,9 +17,9 @@ import os
 import time
 from dataclasses import dataclass
 
-from log.checkpoint import fsync_directory, fsync_file_and_directory
-from log.config import LogConfig
-from log.producer_state import (
+from kbroker.log.checkpoint import fsync_directory, fsync_file_and_directory
+from kbroker.log.config import LogConfig
+from kbroker.log.producer_state import (
     DuplicateBatch,
     ProducerStateManager,
     delete_snapshots_after,
@@ -27,10 +27,10 @@ from log.producer_state import (
     load_latest_snapshot,
     read_txn_marker,
 )
-from log.segment import FileRegion, LogSegment, SegmentSettings
-from log.segment_swap import complete_interrupted_swaps
-from log.txn_index import AbortedTxn
-from wire.records import (
+from kbroker.log.segment import FileRegion, LogSegment, SegmentSettings
+from kbroker.log.segment_swap import complete_interrupted_swaps
+from kbroker.log.txn_index import AbortedTxn
+from kbroker.wire.records import (
     LOG_APPEND_TIME,
     LOG_OVERHEAD,
     iter_batches,
@@ -39,7 +39,7 @@ from wire.records import (
     stamp_partition_leader_epoch,
 )
 
-logger = logging.getLogger("log.partition_log")
+logger = logging.getLogger("kbroker.log.partition_log")
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1

@@ -48,11 +48,11 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from wire.crc import crc32c
+from kbroker.wire.crc import crc32c
 
-from log.checkpoint import fsync_directory, write_atomically
-from wire.errors import ErrorCode
-from wire.records import (
+from kbroker.log.checkpoint import fsync_directory, write_atomically
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.records import (
     BatchHeader,
     ControlRecordType,
     control_record_type,
@@ -78,7 +78,7 @@ __all__ = [
     "snapshot_path",
 ]
 
-logger = logging.getLogger("log.producer_state")
+logger = logging.getLogger("kbroker.log.producer_state")
 
 DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000  # Kafka's producer.id.expiration.ms
 BATCHES_TO_RETAIN = 5  # the producer's max.in.flight.requests.per.connection limit with idempotence

@@ -11,14 +11,14 @@ import logging
 import os
 from dataclasses import dataclass
 
-from wire.crc import crc32c
+from kbroker.wire.crc import crc32c
 
-from log.index import CorruptIndexError, OffsetIndex, TimeIndex
-from log.txn_index import TransactionIndex
-from wire.records import HEADER_SIZE, LOG_OVERHEAD, MAGIC, BatchHeader, decode_records
-from wire.schema import Region
+from kbroker.log.index import CorruptIndexError, OffsetIndex, TimeIndex
+from kbroker.log.txn_index import TransactionIndex
+from kbroker.wire.records import HEADER_SIZE, LOG_OVERHEAD, MAGIC, BatchHeader, decode_records
+from kbroker.wire.schema import Region
 
-logger = logging.getLogger("log.segment")
+logger = logging.getLogger("kbroker.log.segment")
 
 _SCAN_CHUNK_BYTES = 1024 * 1024
 _RELATIVE_OFFSET_MAX = 2**31 - 1  # index entries hold offsets relative to the base in 32 bits

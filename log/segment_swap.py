@@ -28,10 +28,10 @@ from __future__ import annotations
 import logging
 import os
 
-from log.segment import segment_file_name
-from wire.records import HEADER_SIZE, MAGIC, BatchHeader, MIN_BATCH_LENGTH
+from kbroker.log.segment import segment_file_name
+from kbroker.wire.records import HEADER_SIZE, MAGIC, BatchHeader, MIN_BATCH_LENGTH
 
-logger = logging.getLogger("log.segment_swap")
+logger = logging.getLogger("kbroker.log.segment_swap")
 
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"

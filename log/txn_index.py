@@ -13,7 +13,7 @@ import os
 import struct
 from typing import Iterator, NamedTuple
 
-logger = logging.getLogger("log.txn_index")
+logger = logging.getLogger("kbroker.log.txn_index")
 
 ABORTED_TXN_VERSION = 0
 _ENTRY = struct.Struct(">hqqqq")

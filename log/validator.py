@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from log.config import LogConfig
-from wire.errors import ErrorCode
-from wire.records import decode_records
+from kbroker.log.config import LogConfig
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.records import decode_records
 
 _ERRORS_SHOWN = 3  # in the message, as Kafka's; the response lists them all
 

@@ -12,12 +12,12 @@ from __future__ import annotations
 import struct
 import uuid
 
-from raft.messages import (BeginQuorumEpoch, EndQuorumEpoch, Entry, FetchRequest, FetchResponse, FetchSnapshotRequest,
+from kbroker.raft.messages import (BeginQuorumEpoch, EndQuorumEpoch, Entry, FetchRequest, FetchResponse, FetchSnapshotRequest,
                            FetchSnapshotResponse, SnapshotId, VoteRequest, VoteResponse)
-from raft.node import LEADER_CHANGE
-from wire.errors import ErrorCode
-from wire.records import Record, build_batch, decode_records, iter_batches
-from wire.schema import API_BY_NAME
+from kbroker.raft.node import LEADER_CHANGE
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.records import Record, build_batch, decode_records, iter_batches
+from kbroker.wire.schema import API_BY_NAME
 
 METADATA_TOPIC = "__cluster_metadata"
 METADATA_TOPIC_ID = uuid.UUID(int=1)  # Kafka's fixed id of the metadata topic

@@ -31,13 +31,13 @@ from dataclasses import dataclass
 
 import trio
 
-from raft import codec
-from raft.messages import (FetchRequest, FetchResponse, FetchSnapshotRequest, FetchSnapshotResponse, Ready,
+from kbroker.raft import codec
+from kbroker.raft.messages import (FetchRequest, FetchResponse, FetchSnapshotRequest, FetchSnapshotResponse, Ready,
                            VoteRequest, VoteResponse)
-from raft.node import LEADER_CHANGE, Leader, RaftConfig, RaftNode
-from raft.store import RaftStore
-from wire import DecodeError
-from wire.frame import decode_response, encode_request, read_frame
+from kbroker.raft.node import LEADER_CHANGE, Leader, RaftConfig, RaftNode
+from kbroker.raft.store import RaftStore
+from kbroker.wire import DecodeError
+from kbroker.wire.frame import decode_response, encode_request, read_frame
 
 logger = logging.getLogger("kbroker.raft")
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 import random as random_module
 from dataclasses import dataclass, field
 
-from raft.messages import (BeginQuorumEpoch, EndQuorumEpoch, Entry, FetchRequest, FetchResponse, FetchSnapshotRequest,
+from kbroker.raft.messages import (BeginQuorumEpoch, EndQuorumEpoch, Entry, FetchRequest, FetchResponse, FetchSnapshotRequest,
                            FetchSnapshotResponse, Ready, Snapshot, SnapshotId, VoteRequest, VoteResponse)
 
 LEADER_CHANGE = "leader-change"  # the data of a leader's first entry in its epoch

@@ -23,12 +23,12 @@ from __future__ import annotations
 import json
 import os
 
-from log.checkpoint import fsync_file_and_directory
-from log.config import LogConfig
-from log.partition_log import Log
-from raft.codec import batches_to_entries, entries_to_batches
-from raft.messages import Entry, Ready, Snapshot, SnapshotId
-from wire.records import iter_batches
+from kbroker.log.checkpoint import fsync_file_and_directory
+from kbroker.log.config import LogConfig
+from kbroker.log.partition_log import Log
+from kbroker.raft.codec import batches_to_entries, entries_to_batches
+from kbroker.raft.messages import Entry, Ready, Snapshot, SnapshotId
+from kbroker.wire.records import iter_batches
 
 QUORUM_STATE = "quorum-state"
 SNAPSHOT_SUFFIX = ".checkpoint"

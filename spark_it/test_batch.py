@@ -5,7 +5,7 @@ import json
 import pytest
 
 from spark_it.conftest import consume, create_topic, produce
-from wire.murmur2 import default_partition
+from kbroker.wire.murmur2 import default_partition
 
 COUNT = 200
 

@@ -25,7 +25,6 @@ import sys
 import time
 import tomllib
 from dataclasses import dataclass
-from fnmatch import fnmatch
 from pathlib import Path
 
 import pytest
@@ -444,11 +443,11 @@ def test_the_image_healthcheck_needs_nothing_but_python(dockerfile):
 def test_dockerignore_keeps_what_pip_needs_and_leaves_out_the_rest():
     rules = dockerignore_rules(DOCKERIGNORE.read_text())
     project = tomllib.loads((REPOSITORY / "pyproject.toml").read_text())
-    includes = project["tool"]["setuptools"]["packages"]["find"]["include"]
-    packages = [path.parent.name for path in REPOSITORY.glob("*/__init__.py")
-                if any(fnmatch(path.parent.name, pattern) for pattern in includes)]
-    needed = ["pyproject.toml", project["project"]["readme"], *(f"{package}/__init__.py" for package in packages)]
-    assert "kbroker" in packages
+    moved = re.search(r"^MOVED = \(([^)]*)\)", (REPOSITORY / "setup.py").read_text(), re.M)[1]
+    packages = ["kbroker", *re.findall(r'"(\w+)"', moved)]  # setup.py installs these folders under kbroker
+    needed = ["pyproject.toml", "setup.py", project["project"]["readme"],
+              *(f"{package}/__init__.py" for package in packages)]
+    assert packages == ["kbroker", "wire", "log", "raft"]
     assert [path for path in needed if is_ignored(path, rules)] == []
     left_out = [".git/HEAD", ".venv/bin/python", "venv/bin/python", "kbroker-data/meta.properties",
                 "kbroker/__pycache__/cli.cpython-311.pyc", "wire/schema/__pycache__/x.pyc", ".pytest_cache/v",
@@ -540,9 +539,11 @@ def test_the_dockerfile_install_gives_a_working_kbroker_command(installed, tmp_p
     assert version.returncode == 0 and version.stdout.strip() == f"kbroker {installed.version}", version
     usage = run(["kbroker", "--help"], 30, cwd=tmp_path, env=installed.environment)
     assert usage.returncode == 0 and "--override" in usage.stdout, usage
-    where = run(["python", "-c", "import kbroker, wire, log, raft; print(kbroker.__file__)"], 30, cwd=tmp_path,
-                env=installed.environment)
+    where = run(["python", "-c", "import kbroker.wire, kbroker.log, kbroker.raft; print(kbroker.log.__file__)"], 30,
+                cwd=tmp_path, env=installed.environment)
     assert where.returncode == 0 and where.stdout.startswith(str(installed.venv)), where
+    for name in ("wire", "log", "raft"):  # nothing but kbroker is installed at the top level
+        assert run(["python", "-c", f"import {name}"], 30, cwd=tmp_path, env=installed.environment).returncode == 1
 
 
 def free_port() -> int:

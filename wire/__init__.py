@@ -1,5 +1,5 @@
 """The Kafka binary protocol: pure encoding and decoding, no I/O."""
 
-from wire.primitives import DecodeError
+from kbroker.wire.primitives import DecodeError
 
 __all__ = ["DecodeError"]

@@ -30,7 +30,7 @@ import lz4.frame
 import snappy
 import zstandard
 
-from wire.primitives import DecodeError, read_uvarint
+from kbroker.wire.primitives import DecodeError, read_uvarint
 
 __all__ = [
     "NONE",

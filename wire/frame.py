@@ -13,8 +13,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
-from wire.primitives import DecodeError, read_nullable_string, read_uvarint, write_nullable_string
-from wire.schema import API_BY_KEY, EncodeBuffer
+from kbroker.wire.primitives import DecodeError, read_nullable_string, read_uvarint, write_nullable_string
+from kbroker.wire.schema import API_BY_KEY, EncodeBuffer
 
 _SIZE = struct.Struct(">i")
 _HEADER_FIXED = struct.Struct(">hhi")

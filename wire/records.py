@@ -29,11 +29,11 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from wire.crc import crc32c
+from kbroker.wire.crc import crc32c
 
-from wire.compression import MAX_DECOMPRESSED_SIZE, ZSTD, compress, decompress
-from wire.errors import ErrorCode
-from wire.primitives import DecodeError, read_varint, read_varlong, write_varint, write_varlong
+from kbroker.wire.compression import MAX_DECOMPRESSED_SIZE, ZSTD, compress, decompress
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.primitives import DecodeError, read_varint, read_varlong, write_varint, write_varlong
 
 __all__ = [
     "HEADER_SIZE",

@@ -12,10 +12,10 @@ import logging
 
 import trio
 
-from wire import DecodeError
-from wire.errors import ErrorCode
-from wire.frame import decode_response, encode_request, read_frame
-from wire.schema import API_BY_NAME
+from kbroker.wire import DecodeError
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.frame import decode_response, encode_request, read_frame
+from kbroker.wire.schema import API_BY_NAME
 
 logger = logging.getLogger("kbroker.controller.channel")
 

@@ -25,11 +25,11 @@ from kbroker.security.listener import ListenerSecurity
 from kbroker.security.peer import PeerSecurity
 from kbroker.security.scram import ScramCredential, credential_of
 from kbroker.server import Server, ServerLimits
-from log.checkpoint import kafka_uuid_string
-from raft.driver import NotLeader, RaftDriver
-from raft.node import Leader, RaftConfig
-from raft.store import RaftStore
-from wire.errors import ErrorCode
+from kbroker.log.checkpoint import kafka_uuid_string
+from kbroker.raft.driver import NotLeader, RaftDriver
+from kbroker.raft.node import Leader, RaftConfig
+from kbroker.raft.store import RaftStore
+from kbroker.wire.errors import ErrorCode
 
 logger = logging.getLogger("kbroker.controller")
 

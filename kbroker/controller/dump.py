@@ -16,8 +16,8 @@ import sys
 
 from kbroker.controller.state import MetadataState, decode_change
 from kbroker.metadata import records
-from raft.node import LEADER_CHANGE
-from raft.store import RaftStore
+from kbroker.raft.node import LEADER_CHANGE
+from kbroker.raft.store import RaftStore
 
 
 def dump(directory: str) -> dict:

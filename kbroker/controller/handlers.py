@@ -5,14 +5,14 @@ Produce or Fetch of user topics, and a broker's client listener does not take vo
 
 from __future__ import annotations
 
-from raft import codec
-from raft.codec import NotForThisQuorum
+from kbroker.raft import codec
+from kbroker.raft.codec import NotForThisQuorum
 
 from kbroker.controller.partitions import IsrRequest
 from kbroker.handlers import HANDLERS, Handler, alter_configs, handles, incremental_alter_configs
 from kbroker.handlers.api_versions import api_versions_response
-from wire.errors import ErrorCode
-from wire.schema import API_BY_NAME
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.schema import API_BY_NAME
 
 CONTROLLER_HANDLERS: dict[int, Handler] = {}
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from kbroker.metadata import records
 from kbroker.metadata.image import MetadataImage, PartitionState
-from wire.errors import ErrorCode
+from kbroker.wire.errors import ErrorCode
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from kbroker.metadata import records
 from kbroker.metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage, apply_record
-from wire.primitives import read_uvarint, write_uvarint
+from kbroker.wire.primitives import read_uvarint, write_uvarint
 
 _CODEC = records.MetadataRecordCodec()
 

@@ -30,8 +30,8 @@ from typing import Callable
 
 from kbroker.group import records
 from kbroker.effects import Persist, Respond
-from wire.errors import ErrorCode
-from wire.schema import API_BY_NAME
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.schema import API_BY_NAME
 
 JoinGroupResponse = API_BY_NAME["JoinGroup"].response_class
 JoinedMember = JoinGroupResponse.JoinGroupResponseMember

@@ -38,8 +38,8 @@ from kbroker.group.reconciliation import (
     owned_from_request,
     reconcile,
 )
-from wire.errors import ErrorCode
-from wire.schema import API_BY_NAME
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.schema import API_BY_NAME
 
 HeartbeatResponse = API_BY_NAME["ConsumerGroupHeartbeat"].response_class
 DescribedGroup = API_BY_NAME["ConsumerGroupDescribe"].response_class.DescribedGroup

@@ -18,7 +18,7 @@ from kbroker.group.classic import ClassicGroup, ClassicGroupConfig, GroupState
 from kbroker.group.consumer import ConsumerGroup, ConsumerGroupConfig, TopicsView
 from kbroker.effects import CoordinatorError, Persist
 from kbroker.group.offsets import CommittedOffset, OffsetStore
-from wire.errors import ErrorCode
+from kbroker.wire.errors import ErrorCode
 
 CLASSIC, CONSUMER = "classic", "consumer"
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import struct
 
-from wire.primitives import DecodeError
-from wire.schema.codegen import CodeGenerator
-from wire.schema.declaration import RecordSpec, parse_record_declaration
-from wire.schema.values import make_value_class
+from kbroker.wire.primitives import DecodeError
+from kbroker.wire.schema.codegen import CodeGenerator
+from kbroker.wire.schema.declaration import RecordSpec, parse_record_declaration
+from kbroker.wire.schema.values import make_value_class
 
 # -- keys: the header's number is the key version that names the record ------------------
 

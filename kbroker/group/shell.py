@@ -12,7 +12,7 @@ import logging
 
 from kbroker.coordinator_runtime import CoordinatorRuntime, now_ms
 from kbroker.topics import TopicRequest
-from wire import DecodeError
+from kbroker.wire import DecodeError
 
 logger = logging.getLogger(__name__)
 

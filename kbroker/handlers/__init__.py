@@ -13,8 +13,8 @@ from importlib import import_module
 
 from kbroker.results import mark_not_made  # noqa: F401  (for the handlers of metadata changes)
 from kbroker.security.authorization import allowed_on_cluster
-from wire.errors import ErrorCode
-from wire.schema import API_BY_NAME, Api
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.schema import API_BY_NAME, Api
 
 
 @dataclass(frozen=True)

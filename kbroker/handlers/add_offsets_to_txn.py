@@ -7,8 +7,8 @@ from kbroker.coordinator_runtime import now_ms
 from kbroker.effects import CoordinatorError
 from kbroker.security.acls import AclOperation
 from kbroker.security.authorization import require_group, require_transactional_id
-from wire.errors import ErrorCode
-from wire.schema import API_BY_NAME
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.schema import API_BY_NAME
 
 AddOffsetsToTxnResponse = API_BY_NAME["AddOffsetsToTxn"].response_class
 

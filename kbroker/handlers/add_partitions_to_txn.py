@@ -12,8 +12,8 @@ from kbroker.coordinator_runtime import now_ms
 from kbroker.effects import CoordinatorError
 from kbroker.security.acls import AclOperation, ResourceType
 from kbroker.security.authorization import allowed, allowed_on_cluster
-from wire.errors import ErrorCode
-from wire.schema import API_BY_NAME
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.schema import API_BY_NAME
 
 AddPartitionsToTxnResponse = API_BY_NAME["AddPartitionsToTxn"].response_class
 TxnResult = AddPartitionsToTxnResponse.AddPartitionsToTxnResult

@@ -5,8 +5,8 @@ from kbroker import handlers
 from kbroker.metadata import records
 from kbroker.security import quotas
 from kbroker.security.acls import AclOperation
-from wire.errors import ErrorCode
-from wire.schema import API_BY_NAME
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.schema import API_BY_NAME
 
 AlterClientQuotasResponse = API_BY_NAME["AlterClientQuotas"].response_class
 Entry = AlterClientQuotasResponse.EntryData

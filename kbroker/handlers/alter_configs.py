@@ -3,7 +3,7 @@
 from kbroker import handlers
 from kbroker.configs import (BROKER_RESOURCE, SET, alter_authorized, alter_resources, check_broker_change, plan_alter,
                              refuse_resources)
-from wire.schema import API_BY_NAME
+from kbroker.wire.schema import API_BY_NAME
 
 AlterConfigsResponse = API_BY_NAME["AlterConfigs"].response_class
 Result = AlterConfigsResponse.AlterConfigsResourceResponse

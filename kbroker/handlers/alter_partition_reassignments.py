@@ -9,8 +9,8 @@ from kbroker import handlers
 from kbroker.controller.partitions import completed_reassignments, reassign
 from kbroker.security.acls import AclOperation
 from kbroker.security.authorization import allowed_on_cluster
-from wire.errors import ErrorCode
-from wire.schema import API_BY_NAME
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.schema import API_BY_NAME
 
 AlterResponse = API_BY_NAME["AlterPartitionReassignments"].response_class
 TopicResult = AlterResponse.ReassignableTopicResponse

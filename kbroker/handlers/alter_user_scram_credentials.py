@@ -10,8 +10,8 @@ from kbroker import handlers
 from kbroker.metadata import records
 from kbroker.security import scram
 from kbroker.security.acls import AclOperation
-from wire.errors import ErrorCode
-from wire.schema import API_BY_NAME
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.schema import API_BY_NAME
 
 AlterUserScramCredentialsResponse = API_BY_NAME["AlterUserScramCredentials"].response_class
 Result = AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult

@@ -9,8 +9,8 @@ AddOffsetsToTxn; the partition (Produce v12) and the group coordinator
 """
 
 from kbroker import handlers
-from wire.errors import ErrorCode
-from wire.schema import API_BY_NAME
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.schema import API_BY_NAME
 
 ApiVersionsResponse = API_BY_NAME["ApiVersions"].response_class
 TRANSACTION_VERSION = 2

@@ -6,8 +6,8 @@ from kbroker import handlers
 from kbroker.security.acls import AclOperation, ResourceType
 from kbroker.security.authorization import authorized_operations, require_group
 from kbroker.effects import CoordinatorError
-from wire.errors import ErrorCode
-from wire.schema import API_BY_NAME
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.schema import API_BY_NAME
 
 ConsumerGroupDescribeResponse = API_BY_NAME["ConsumerGroupDescribe"].response_class
 DescribedGroup = ConsumerGroupDescribeResponse.DescribedGroup

@@ -10,8 +10,8 @@ from kbroker import handlers
 from kbroker.metadata import records
 from kbroker.security.acls import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType, validate_binding
 from kbroker.security.authorization import allowed_on_cluster, binding_of
-from wire.errors import ErrorCode
-from wire.schema import API_BY_NAME
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.schema import API_BY_NAME
 
 CreateAclsResponse = API_BY_NAME["CreateAcls"].response_class
 Result = CreateAclsResponse.AclCreationResult

@@ -4,8 +4,8 @@ from kbroker import handlers
 from kbroker.security.acls import AclOperation, ResourceType
 from kbroker.security.authorization import allowed
 from kbroker.topics import TopicError, plan_partitions
-from wire.errors import ErrorCode
-from wire.schema import API_BY_NAME
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.schema import API_BY_NAME
 
 CreatePartitionsResponse = API_BY_NAME["CreatePartitions"].response_class
 Result = CreatePartitionsResponse.CreatePartitionsTopicResult

@@ -6,8 +6,8 @@ from kbroker.metadata import records
 from kbroker.security.acls import AclOperation, ResourceType
 from kbroker.security.authorization import allowed, allowed_on_cluster
 from kbroker.topics import TopicError, TopicRequest, plan_topic
-from wire.errors import ErrorCode
-from wire.schema import API_BY_NAME
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.schema import API_BY_NAME
 
 CreateTopicsResponse = API_BY_NAME["CreateTopics"].response_class
 Result = CreateTopicsResponse.CreatableTopicResult

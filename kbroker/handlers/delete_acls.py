@@ -5,8 +5,8 @@ from kbroker.metadata import records
 from kbroker.security.acls import AclOperation
 from kbroker.security.authorization import allowed_on_cluster, binding_of
 from kbroker.handlers.describe_acls import filter_of
-from wire.errors import ErrorCode
-from wire.schema import API_BY_NAME
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.schema import API_BY_NAME
 
 DeleteAclsResponse = API_BY_NAME["DeleteAcls"].response_class
 FilterResult = DeleteAclsResponse.DeleteAclsFilterResult

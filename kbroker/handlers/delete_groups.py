@@ -6,8 +6,8 @@ from kbroker import handlers
 from kbroker.security.acls import AclOperation
 from kbroker.security.authorization import require_group
 from kbroker.effects import CoordinatorError
-from wire.errors import ErrorCode
-from wire.schema import API_BY_NAME
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.schema import API_BY_NAME
 
 DeleteGroupsResponse = API_BY_NAME["DeleteGroups"].response_class
 Result = DeleteGroupsResponse.DeletableGroupResult

@@ -3,8 +3,8 @@
 from kbroker import handlers
 from kbroker.security.acls import AclOperation, ResourceType
 from kbroker.security.authorization import allowed
-from wire.errors import ErrorCode
-from wire.schema import API_BY_NAME
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.schema import API_BY_NAME
 
 DeleteRecordsResponse = API_BY_NAME["DeleteRecords"].response_class
 TopicResult = DeleteRecordsResponse.DeleteRecordsTopicResult

@@ -3,8 +3,8 @@
 from kbroker import handlers
 from kbroker.security.acls import AclBindingFilter, AclOperation, AclPermissionType, PatternType, ResourceType, validate_filter
 from kbroker.security.authorization import allowed_on_cluster, binding_of
-from wire.errors import ErrorCode
-from wire.schema import API_BY_NAME
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.schema import API_BY_NAME
 
 DescribeAclsResponse = API_BY_NAME["DescribeAcls"].response_class
 Resource = DescribeAclsResponse.DescribeAclsResource

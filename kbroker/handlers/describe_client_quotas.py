@@ -5,8 +5,8 @@ from kbroker import handlers
 from kbroker.security import quotas
 from kbroker.security.acls import AclOperation
 from kbroker.security.authorization import allowed_on_cluster
-from wire.errors import ErrorCode
-from wire.schema import API_BY_NAME
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.schema import API_BY_NAME
 
 DescribeClientQuotasResponse = API_BY_NAME["DescribeClientQuotas"].response_class
 Entry = DescribeClientQuotasResponse.EntryData

@@ -3,8 +3,8 @@
 from kbroker import handlers
 from kbroker.security.acls import ResourceType
 from kbroker.security.authorization import CLUSTER, authorized_operations
-from wire.errors import ErrorCode
-from wire.schema import API_BY_NAME
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.schema import API_BY_NAME
 
 DescribeClusterResponse = API_BY_NAME["DescribeCluster"].response_class
 BrokerResult = DescribeClusterResponse.DescribeClusterBroker

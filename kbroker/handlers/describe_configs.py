@@ -4,8 +4,8 @@ from kbroker import handlers
 from kbroker.configs import BROKER_RESOURCE, ConfigsError, config_authorization_error, describe_broker, describe_topic
 from kbroker.security.acls import AclOperation
 from kbroker.metadata.image import TOPIC_RESOURCE
-from wire.errors import ErrorCode
-from wire.schema import API_BY_NAME
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.schema import API_BY_NAME
 
 DescribeConfigsResponse = API_BY_NAME["DescribeConfigs"].response_class
 Result = DescribeConfigsResponse.DescribeConfigsResult

@@ -10,8 +10,8 @@ from kbroker import handlers
 from kbroker.security.acls import AclOperation, ResourceType
 from kbroker.security.authorization import authorized_operations, require_group
 from kbroker.effects import CoordinatorError
-from wire.errors import ErrorCode
-from wire.schema import API_BY_NAME
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.schema import API_BY_NAME
 
 DescribeGroupsResponse = API_BY_NAME["DescribeGroups"].response_class
 DescribedGroup = DescribeGroupsResponse.DescribedGroup

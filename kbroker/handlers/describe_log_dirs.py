@@ -5,8 +5,8 @@ import os
 from kbroker import handlers
 from kbroker.security.acls import AclOperation
 from kbroker.security.authorization import allowed_on_cluster
-from wire.errors import ErrorCode
-from wire.schema import API_BY_NAME
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.schema import API_BY_NAME
 
 DescribeLogDirsResponse = API_BY_NAME["DescribeLogDirs"].response_class
 DirResult = DescribeLogDirsResponse.DescribeLogDirsResult

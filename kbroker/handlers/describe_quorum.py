@@ -6,8 +6,8 @@ from kbroker import handlers
 from kbroker.controller.channel import ControllerUnavailable
 from kbroker.security.acls import AclOperation
 from kbroker.security.authorization import allowed_on_cluster
-from wire.errors import ErrorCode
-from wire.schema import API_BY_NAME
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.schema import API_BY_NAME
 
 DescribeQuorumResponse = API_BY_NAME["DescribeQuorum"].response_class
 TopicData = DescribeQuorumResponse.TopicData

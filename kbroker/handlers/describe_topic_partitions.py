@@ -4,9 +4,9 @@ from kbroker import handlers
 from kbroker.security.acls import AclOperation, ResourceType
 from kbroker.security.authorization import allowed, authorized_operations
 from kbroker.topics import TopicError, validate_topic_name
-from wire.errors import ErrorCode
-from wire.primitives import ZERO_UUID
-from wire.schema import API_BY_NAME
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.primitives import ZERO_UUID
+from kbroker.wire.schema import API_BY_NAME
 
 Response = API_BY_NAME["DescribeTopicPartitions"].response_class
 Topic = Response.DescribeTopicPartitionsResponseTopic

@@ -5,8 +5,8 @@ from __future__ import annotations
 from kbroker import handlers
 from kbroker.security.acls import AclOperation, ResourceType
 from kbroker.security.authorization import allowed
-from wire.errors import ErrorCode
-from wire.schema import API_BY_NAME
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.schema import API_BY_NAME
 
 DescribeTransactionsResponse = API_BY_NAME["DescribeTransactions"].response_class
 

@@ -4,8 +4,8 @@ never the credentials themselves."""
 from kbroker import handlers
 from kbroker.security.acls import AclOperation
 from kbroker.security.authorization import allowed_on_cluster
-from wire.errors import ErrorCode
-from wire.schema import API_BY_NAME
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.schema import API_BY_NAME
 
 DescribeUserScramCredentialsResponse = API_BY_NAME["DescribeUserScramCredentials"].response_class
 Result = DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult

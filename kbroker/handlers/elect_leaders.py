@@ -3,8 +3,8 @@
 from kbroker import handlers
 from kbroker.controller.partitions import PREFERRED, elect
 from kbroker.security.acls import AclOperation
-from wire.errors import ErrorCode
-from wire.schema import API_BY_NAME
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.schema import API_BY_NAME
 
 ElectLeadersResponse = API_BY_NAME["ElectLeaders"].response_class
 TopicResult = ElectLeadersResponse.ReplicaElectionResult

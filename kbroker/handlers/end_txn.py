@@ -13,7 +13,7 @@ from kbroker.coordinator_runtime import now_ms
 from kbroker.effects import CoordinatorError
 from kbroker.security.acls import AclOperation
 from kbroker.security.authorization import require_transactional_id
-from wire.schema import API_BY_NAME
+from kbroker.wire.schema import API_BY_NAME
 
 EndTxnResponse = API_BY_NAME["EndTxn"].response_class
 

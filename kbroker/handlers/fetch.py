@@ -20,11 +20,11 @@ from kbroker.handlers.leader_hints import hint_leader, leader_epoch_error, node_
 from kbroker.security.acls import AclOperation, ResourceType
 from kbroker.security.authorization import allowed, allowed_on_cluster
 from kbroker.security.quotas import CONSUMER_BYTE_RATE
-from log.partition_log import OffsetOutOfRange
-from wire.errors import ErrorCode
-from wire.primitives import ZERO_UUID
-from wire.records import count_records
-from wire.schema import API_BY_NAME
+from kbroker.log.partition_log import OffsetOutOfRange
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.primitives import ZERO_UUID
+from kbroker.wire.records import count_records
+from kbroker.wire.schema import API_BY_NAME
 
 FetchResponse = API_BY_NAME["Fetch"].response_class
 TopicResult = FetchResponse.FetchableTopicResponse

@@ -13,8 +13,8 @@ from kbroker import handlers
 from kbroker.effects import CoordinatorError
 from kbroker.security.acls import AclOperation, ResourceType
 from kbroker.security.authorization import allowed
-from wire.errors import ErrorCode
-from wire.schema import API_BY_NAME
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.schema import API_BY_NAME
 
 FindCoordinatorResponse = API_BY_NAME["FindCoordinator"].response_class
 Coordinator = FindCoordinatorResponse.Coordinator

@@ -7,8 +7,8 @@ after push_interval_ms, so it stays quiet.
 import uuid
 
 from kbroker import handlers
-from wire.primitives import ZERO_UUID
-from wire.schema import API_BY_NAME
+from kbroker.wire.primitives import ZERO_UUID
+from kbroker.wire.schema import API_BY_NAME
 
 Response = API_BY_NAME["GetTelemetrySubscriptions"].response_class
 

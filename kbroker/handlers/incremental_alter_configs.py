@@ -4,7 +4,7 @@ dynamic configs."""
 from kbroker import handlers
 from kbroker.configs import (BROKER_RESOURCE, alter_authorized, alter_resources, check_broker_change,
                              plan_incremental_alter, refuse_resources)
-from wire.schema import API_BY_NAME
+from kbroker.wire.schema import API_BY_NAME
 
 IncrementalAlterConfigsResponse = API_BY_NAME["IncrementalAlterConfigs"].response_class
 Result = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse

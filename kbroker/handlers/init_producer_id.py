@@ -7,9 +7,9 @@ from kbroker.coordinator_runtime import now_ms
 from kbroker.effects import CoordinatorError
 from kbroker.security.acls import AclOperation, ResourceType
 from kbroker.security.authorization import allowed_on_any, allowed_on_cluster, require_transactional_id
-from wire.errors import ErrorCode
+from kbroker.wire.errors import ErrorCode
 from kbroker.producer_ids import NoProducerIds
-from wire.schema import API_BY_NAME
+from kbroker.wire.schema import API_BY_NAME
 
 InitProducerIdResponse = API_BY_NAME["InitProducerId"].response_class
 

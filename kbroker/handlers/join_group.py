@@ -11,8 +11,8 @@ from kbroker.effects import CoordinatorError
 from kbroker.security.acls import AclOperation
 from kbroker.security.authorization import require_group
 from kbroker.group.shell import now_ms
-from wire.errors import ErrorCode
-from wire.schema import API_BY_NAME
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.schema import API_BY_NAME
 
 JoinGroupResponse = API_BY_NAME["JoinGroup"].response_class
 

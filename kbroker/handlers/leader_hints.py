@@ -4,7 +4,7 @@ the new leader at once instead of asking for metadata first (Produce v10+, Fetch
 
 from __future__ import annotations
 
-from wire.errors import ErrorCode
+from kbroker.wire.errors import ErrorCode
 
 
 def hint_leader(topic, index: int, result, leaders: set[int]) -> None:

@@ -7,7 +7,7 @@ from kbroker.effects import CoordinatorError
 from kbroker.security.acls import AclOperation
 from kbroker.security.authorization import require_group
 from kbroker.group.shell import now_ms
-from wire.schema import API_BY_NAME
+from kbroker.wire.schema import API_BY_NAME
 
 LeaveGroupResponse = API_BY_NAME["LeaveGroup"].response_class
 

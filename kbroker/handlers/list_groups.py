@@ -8,8 +8,8 @@ from __future__ import annotations
 from kbroker import handlers
 from kbroker.security.acls import AclOperation, ResourceType
 from kbroker.security.authorization import allowed, allowed_on_cluster
-from wire.errors import ErrorCode
-from wire.schema import API_BY_NAME
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.schema import API_BY_NAME
 
 ListGroupsResponse = API_BY_NAME["ListGroups"].response_class
 ListedGroup = ListGroupsResponse.ListedGroup

@@ -4,9 +4,9 @@ from kbroker import handlers
 from kbroker.handlers.leader_hints import leader_epoch_error
 from kbroker.security.acls import AclOperation, ResourceType
 from kbroker.security.authorization import allowed
-from log.partition_log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
-from wire.errors import ErrorCode
-from wire.schema import API_BY_NAME
+from kbroker.log.partition_log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.schema import API_BY_NAME
 
 ListOffsetsResponse = API_BY_NAME["ListOffsets"].response_class
 TopicResult = ListOffsetsResponse.ListOffsetsTopicResponse

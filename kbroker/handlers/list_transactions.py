@@ -10,8 +10,8 @@ from kbroker.security.acls import AclOperation, ResourceType
 from kbroker.security.authorization import allowed
 from kbroker.coordinator_runtime import now_ms
 from kbroker.effects import CoordinatorError
-from wire.errors import ErrorCode
-from wire.schema import API_BY_NAME
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.schema import API_BY_NAME
 
 ListTransactionsResponse = API_BY_NAME["ListTransactions"].response_class
 

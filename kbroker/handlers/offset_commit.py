@@ -17,8 +17,8 @@ from kbroker.effects import CoordinatorError
 from kbroker.group.shell import now_ms
 from kbroker.security.acls import AclOperation, ResourceType
 from kbroker.security.authorization import allowed
-from wire.errors import ErrorCode
-from wire.schema import API_BY_NAME
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.schema import API_BY_NAME
 
 OffsetCommitResponse = API_BY_NAME["OffsetCommit"].response_class
 TopicResult = OffsetCommitResponse.OffsetCommitResponseTopic

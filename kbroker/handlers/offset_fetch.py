@@ -12,8 +12,8 @@ from kbroker import handlers
 from kbroker.effects import CoordinatorError
 from kbroker.security.acls import AclOperation, ResourceType
 from kbroker.security.authorization import allowed, require_group
-from wire.errors import ErrorCode
-from wire.schema import API_BY_NAME
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.schema import API_BY_NAME
 
 OffsetFetchResponse = API_BY_NAME["OffsetFetch"].response_class
 OldTopic = OffsetFetchResponse.OffsetFetchResponseTopic

@@ -11,8 +11,8 @@ from kbroker import handlers
 from kbroker.handlers.leader_hints import leader_epoch_error
 from kbroker.security.acls import AclOperation, ResourceType
 from kbroker.security.authorization import allowed, allowed_on_cluster
-from wire.errors import ErrorCode
-from wire.schema import API_BY_NAME
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.schema import API_BY_NAME
 
 OffsetForLeaderEpochResponse = API_BY_NAME["OffsetForLeaderEpoch"].response_class
 TopicResult = OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult

@@ -21,13 +21,13 @@ from kbroker.security.acls import AclOperation, ResourceType
 from kbroker.security.authorization import allowed
 from kbroker.security.quotas import PRODUCER_BYTE_RATE
 from kbroker.txn.verification import add_to_transaction, ask_remote_coordinator, verify_in_transaction
-from log.partition_log import ProducerStateError
-from log.validator import RecordValidationError, validate_records
-from wire import DecodeError
-from wire.errors import ErrorCode
-from wire.compression import CODEC_NAMES, ZSTD
-from wire.records import iter_batches, recompress_batch
-from wire.schema import API_BY_NAME
+from kbroker.log.partition_log import ProducerStateError
+from kbroker.log.validator import RecordValidationError, validate_records
+from kbroker.wire import DecodeError
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.compression import CODEC_NAMES, ZSTD
+from kbroker.wire.records import iter_batches, recompress_batch
+from kbroker.wire.schema import API_BY_NAME
 
 ProduceResponse = API_BY_NAME["Produce"].response_class
 TopicResult = ProduceResponse.TopicProduceResponse

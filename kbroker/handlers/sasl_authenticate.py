@@ -8,8 +8,8 @@ import logging
 
 from kbroker import handlers
 from kbroker.security.scram import AuthenticationFailed
-from wire.errors import ErrorCode
-from wire.schema import API_BY_NAME
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.schema import API_BY_NAME
 
 logger = logging.getLogger("kbroker.security")
 SaslAuthenticateResponse = API_BY_NAME["SaslAuthenticate"].response_class

@@ -1,7 +1,7 @@
 """SaslHandshake (17): pick the connection's SASL mechanism (kbroker/security/session.py)."""
 
 from kbroker import handlers
-from wire.schema import API_BY_NAME
+from kbroker.wire.schema import API_BY_NAME
 
 SaslHandshakeResponse = API_BY_NAME["SaslHandshake"].response_class
 

@@ -18,8 +18,8 @@ from kbroker.security.acls import AclOperation, ResourceType
 from kbroker.security.authorization import allowed
 from kbroker.group.shell import OFFSETS_TOPIC, now_ms
 from kbroker.txn.verification import add_to_transaction, ask_remote_coordinator, verify_in_transaction
-from wire.errors import ErrorCode
-from wire.schema import API_BY_NAME
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.schema import API_BY_NAME
 
 TxnOffsetCommitResponse = API_BY_NAME["TxnOffsetCommit"].response_class
 _TRANSACTION_VERSION_2_FROM = 5

@@ -6,8 +6,8 @@ from kbroker import handlers
 from kbroker.security.acls import AclOperation
 from kbroker.security.authorization import allowed_on_cluster
 from kbroker.txn.markers import write_markers
-from wire.errors import ErrorCode
-from wire.schema import API_BY_NAME
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.schema import API_BY_NAME
 
 WriteTxnMarkersResponse = API_BY_NAME["WriteTxnMarkers"].response_class
 MarkerResult = WriteTxnMarkersResponse.WritableTxnMarkerResult

@@ -11,8 +11,8 @@ import os
 
 from kbroker.metadata.image import MetadataImage, apply_record
 from kbroker.metadata.records import MetadataRecordCodec
-from log.partition_log import Log
-from wire.records import Record, decode_records, iter_batches, build_batch
+from kbroker.log.partition_log import Log
+from kbroker.wire.records import Record, decode_records, iter_batches, build_batch
 
 METADATA_TOPIC = "__cluster_metadata"
 _READ_BYTES = 8 * 1024 * 1024

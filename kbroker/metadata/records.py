@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import struct
 
-from wire.primitives import DecodeError, read_uvarint, write_uvarint
-from wire.schema.codegen import CodeGenerator
-from wire.schema.declaration import RecordSpec, parse_record_declaration
-from wire.schema.values import make_value_class
+from kbroker.wire.primitives import DecodeError, read_uvarint, write_uvarint
+from kbroker.wire.schema.codegen import CodeGenerator
+from kbroker.wire.schema.declaration import RecordSpec, parse_record_declaration
+from kbroker.wire.schema.values import make_value_class
 
 __all__ = [
     "FRAME_VERSION",

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Iterable
 
-from wire.errors import ErrorCode
+from kbroker.wire.errors import ErrorCode
 
 
 class ResourceType(IntEnum):

@@ -17,7 +17,7 @@ from __future__ import annotations
 from kbroker.config import BrokerConfig, ConfigError
 from kbroker.effects import CoordinatorError
 from kbroker.security.acls import AclBinding, AclOperation, AclPermissionType, Authorizer, PatternType, ResourceType
-from wire.errors import ErrorCode
+from kbroker.wire.errors import ErrorCode
 
 AUTHORIZER_NAMES = ("org.apache.kafka.metadata.authorizer.StandardAuthorizer", "kafka.security.authorizer.AclAuthorizer",
                     "kbroker.security.Authorizer")

@@ -14,8 +14,8 @@ from __future__ import annotations
 from typing import Generator
 
 from kbroker.security.scram import AuthenticationFailed, ScramClient, plain_token, scram_mechanism
-from wire.errors import ErrorCode
-from wire.schema import API_BY_NAME
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.schema import API_BY_NAME
 
 SaslHandshakeRequest = API_BY_NAME["SaslHandshake"].request_class
 SaslAuthenticateRequest = API_BY_NAME["SaslAuthenticate"].request_class

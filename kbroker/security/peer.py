@@ -26,9 +26,9 @@ from kbroker.config import BrokerConfig, ConfigError
 from kbroker.security.listener import SUPPORTED_MECHANISMS, client_ssl_context, jaas_login
 from kbroker.security.login import sasl_login
 from kbroker.security.scram import AuthenticationFailed
-from wire import DecodeError
-from wire.frame import decode_response, encode_request, read_frame
-from wire.schema import API_BY_NAME
+from kbroker.wire import DecodeError
+from kbroker.wire.frame import decode_response, encode_request, read_frame
+from kbroker.wire.schema import API_BY_NAME
 
 _SETUP_TIMEOUT_S = 10.0  # TLS handshake and SASL exchange together
 

@@ -18,7 +18,7 @@ import math
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from wire.errors import ErrorCode
+from kbroker.wire.errors import ErrorCode
 
 USER, CLIENT_ID, IP = "user", "client-id", "ip"
 PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE = "producer_byte_rate", "consumer_byte_rate", "request_percentage"

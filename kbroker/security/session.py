@@ -19,7 +19,7 @@ from typing import Callable
 
 from kbroker.security.listener import ANONYMOUS, ListenerSecurity
 from kbroker.security.scram import AuthenticationFailed, PlainServer, ScramServer, scram_mechanism
-from wire.errors import ErrorCode
+from kbroker.wire.errors import ErrorCode
 
 API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import time
 
 from kbroker.tools.client import Client, KafkaError
-from wire.errors import ErrorCode
-from wire.schema import API_BY_NAME
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.schema import API_BY_NAME
 
 CreatableTopic = API_BY_NAME["CreateTopics"].request_class.CreatableTopic
 

@@ -17,9 +17,9 @@ from kbroker.config import ConfigError
 from kbroker.tools import console, groups
 from kbroker.tools.client import Client, CommandFailed, KafkaError, check_error_code
 from kbroker.tools.client_config import ClientSecurity
-from wire.errors import ErrorCode
-from wire.primitives import ZERO_UUID
-from wire.schema import API_BY_NAME
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.primitives import ZERO_UUID
+from kbroker.wire.schema import API_BY_NAME
 
 _REQUEST = {name: API_BY_NAME[name].request_class for name in (
     "CreateTopics", "DeleteTopics", "CreatePartitions", "IncrementalAlterConfigs", "DescribeConfigs",

@@ -16,9 +16,9 @@ import struct
 from kbroker.security.login import sasl_login
 from kbroker.security.scram import AuthenticationFailed
 from kbroker.tools.client_config import ClientSecurity
-from wire.errors import ErrorCode
-from wire.frame import decode_response, encode_request
-from wire.schema import API_BY_NAME
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.frame import decode_response, encode_request
+from kbroker.wire.schema import API_BY_NAME
 
 # Newest versions the commands use: beyond these, topics go by id, or groups come in batches.
 VERSION_CAPS = {"Metadata": 12, "Produce": 9, "Fetch": 12, "ListOffsets": 7, "CreateTopics": 7, "DeleteTopics": 5,

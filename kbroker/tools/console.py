@@ -15,10 +15,10 @@ import sys
 import time
 
 from kbroker.tools.client import EARLIEST, LATEST, Client, CommandFailed, KafkaError, check_error_code
-from wire.errors import ErrorCode
-from wire.murmur2 import default_partition
-from wire.records import Record, build_batch, decode_records, iter_batches
-from wire.schema import API_BY_NAME
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.murmur2 import default_partition
+from kbroker.wire.records import Record, build_batch, decode_records, iter_batches
+from kbroker.wire.schema import API_BY_NAME
 
 PROGRESS_EVERY = 100_000
 BATCH_RECORDS = 500

@@ -12,9 +12,9 @@ import sys
 from dataclasses import dataclass
 
 from kbroker.tools.client import EARLIEST, LATEST, Client, CommandFailed, check_error_code
-from wire.errors import ErrorCode
-from wire.primitives import DecodeError, read_string
-from wire.schema import API_BY_NAME
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.primitives import DecodeError, read_string
+from kbroker.wire.schema import API_BY_NAME
 
 OffsetCommitTopic = API_BY_NAME["OffsetCommit"].request_class.OffsetCommitRequestTopic
 MISSING = "-"  # Kafka's tools' cell for what is not known

@@ -29,8 +29,8 @@ from kbroker.group.records import coordinator_partition
 from kbroker.txn.metadata import (COMPLETE, EPOCH_MAX, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, PREPARING,
                                   TRANSACTION_VERSION_2, TxnMetadata, TxnState, epoch_exhausted)
 from kbroker.txn.records import TransactionLogKey
-from wire.errors import ErrorCode
-from wire.schema import API_BY_NAME
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.schema import API_BY_NAME
 
 InitProducerIdResponse = API_BY_NAME["InitProducerId"].response_class
 EndTxnResponse = API_BY_NAME["EndTxn"].response_class

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import time
 
-from log.partition_log import ProducerStateError
-from wire.errors import ErrorCode
-from wire.records import ControlRecordType, build_control_batch
+from kbroker.log.partition_log import ProducerStateError
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.records import ControlRecordType, build_control_batch
 
 OFFSETS_TOPIC = "__consumer_offsets"
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 import struct
 
 from kbroker.group import records as group_records
-from wire.primitives import DecodeError
-from wire.schema.codegen import CodeGenerator
-from wire.schema.declaration import parse_record_declaration
-from wire.schema.values import make_value_class
+from kbroker.wire.primitives import DecodeError
+from kbroker.wire.schema.codegen import CodeGenerator
+from kbroker.wire.schema.declaration import parse_record_declaration
+from kbroker.wire.schema.values import make_value_class
 
 TRANSACTION_LOG_KEY = """
 TransactionLogKey 0 versions 0 flexible none

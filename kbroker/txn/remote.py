@@ -19,8 +19,8 @@ from collections import defaultdict
 
 from kbroker.controller.channel import RequestFailed, request_once
 from kbroker.txn.markers import write_markers
-from wire.errors import ErrorCode
-from wire.schema import API_BY_NAME
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.schema import API_BY_NAME
 
 WriteTxnMarkersRequest = API_BY_NAME["WriteTxnMarkers"].request_class
 AddPartitionsToTxnRequest = API_BY_NAME["AddPartitionsToTxn"].request_class

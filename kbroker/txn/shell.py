@@ -16,8 +16,8 @@ from kbroker.coordinator_runtime import CoordinatorRuntime, now_ms
 from kbroker.group.shell import OFFSETS_TOPIC
 from kbroker.topics import TopicRequest
 from kbroker.txn.remote import write_markers_anywhere
-from wire import DecodeError
-from wire.errors import ErrorCode
+from kbroker.wire import DecodeError
+from kbroker.wire.errors import ErrorCode
 
 logger = logging.getLogger(__name__)
 

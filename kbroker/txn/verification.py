@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from kbroker.coordinator_runtime import now_ms
 from kbroker.effects import CoordinatorError
 from kbroker.txn.remote import verify_with_coordinator
-from wire.errors import ErrorCode
+from kbroker.wire.errors import ErrorCode
 
 
 async def add_to_transaction(broker, transactional_id: str | None, topic: str, index: int, producer_state,

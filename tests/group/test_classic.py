@@ -9,8 +9,8 @@ import pytest
 from kbroker.group import records
 from kbroker.group.classic import ClassicGroup, ClassicGroupConfig, GroupState
 from kbroker.effects import Persist, Respond
-from wire.errors import ErrorCode
-from wire.schema import API_BY_NAME
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.schema import API_BY_NAME
 
 JoinGroupRequest = API_BY_NAME["JoinGroup"].request_class
 Protocol = JoinGroupRequest.JoinGroupRequestProtocol

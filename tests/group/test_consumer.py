@@ -11,8 +11,8 @@ from kbroker.group import records
 from kbroker.group.consumer import ConsumerGroup, ConsumerGroupConfig, ConsumerGroupState, TopicsView
 from kbroker.effects import Persist
 from kbroker.group.reconciliation import MemberState
-from wire.errors import ErrorCode
-from wire.schema import API_BY_NAME
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.schema import API_BY_NAME
 
 HeartbeatRequest = API_BY_NAME["ConsumerGroupHeartbeat"].request_class
 OwnedPartitions = HeartbeatRequest.TopicPartitions

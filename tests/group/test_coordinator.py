@@ -9,8 +9,8 @@ from kbroker.group.classic import ClassicGroup, GroupState
 from kbroker.group.coordinator import CoordinatorConfig, GroupCoordinator, CoordinatorError
 from kbroker.effects import Persist
 from kbroker.group.offsets import CommittedOffset
-from wire.errors import ErrorCode
-from wire.schema import API_BY_NAME
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.schema import API_BY_NAME
 
 JoinGroupRequest = API_BY_NAME["JoinGroup"].request_class
 Protocol = JoinGroupRequest.JoinGroupRequestProtocol

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from kbroker.group import records
-from wire.primitives import DecodeError
+from kbroker.wire.primitives import DecodeError
 
 
 def test_offset_commit_key_and_value_are_kafkas_bytes():

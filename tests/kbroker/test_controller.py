@@ -17,8 +17,8 @@ from kbroker.controller.state import decode_change, encode_change, image_records
 from kbroker.listen import bind_listeners
 from kbroker.metadata import records
 from kbroker.metadata.image import MetadataImage, apply_record
-from wire.errors import ErrorCode
-from wire.schema import API_BY_NAME
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.schema import API_BY_NAME
 
 FAST = {"controller.quorum.election.timeout.ms": 300, "controller.quorum.fetch.timeout.ms": 300,
         "controller.quorum.request.timeout.ms": 500}

@@ -6,7 +6,7 @@ from kbroker.controller.partitions import (PREFERRED, UNCLEAN, completed_reassig
                                            reassign)
 from kbroker.metadata import records
 from kbroker.metadata.image import BrokerEndpoint, MetadataImage, apply_record
-from wire.errors import ErrorCode
+from kbroker.wire.errors import ErrorCode
 
 TOPIC_ID = uuid.uuid4()
 

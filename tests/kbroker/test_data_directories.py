@@ -14,7 +14,7 @@ import pytest
 from kbroker.config import ConfigError
 from kbroker.data_directories import DataDirectories
 from kbroker.testing import running_broker
-from log.directory_lock import DirectoryInUse, DirectoryLock
+from kbroker.log.directory_lock import DirectoryInUse, DirectoryLock
 from tests.kbroker.test_cli import free_port, start, wait_for_line
 
 

@@ -8,10 +8,10 @@ import trio
 from kbroker.flusher import Flusher
 from kbroker.isr import IsrManager
 from kbroker.replica import Partition
-from log.checkpoint import LeaderEpochCache, LeaderEpochCheckpointFile
-from log.config import LogConfig
-from log.partition_log import Log
-from wire.records import Record, build_batch
+from kbroker.log.checkpoint import LeaderEpochCache, LeaderEpochCheckpointFile
+from kbroker.log.config import LogConfig
+from kbroker.log.partition_log import Log
+from kbroker.wire.records import Record, build_batch
 
 pytestmark = pytest.mark.trio
 

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from kbroker.metadata import records
 from kbroker.metadata.records import KEY_BY_CLASS, RECORD_BY_KEY, MetadataRecordCodec
 from tests.wire.values import value_strategy
-from wire import DecodeError
+from kbroker.wire import DecodeError
 
 CODEC = MetadataRecordCodec()
 

@@ -6,11 +6,11 @@ import struct
 import confluent_kafka.admin as admin
 
 from kbroker.testing import running_broker
-from log.partition_log import FlushJob
-from wire.errors import ErrorCode
-from wire.frame import decode_response, encode_request
-from wire.records import Record, build_batch
-from wire.schema import API_BY_NAME
+from kbroker.log.partition_log import FlushJob
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.frame import decode_response, encode_request
+from kbroker.wire.records import Record, build_batch
+from kbroker.wire.schema import API_BY_NAME
 
 REQUESTS = 40
 

@@ -5,9 +5,9 @@ import trio
 
 from kbroker.flusher import Flusher
 from kbroker.replica import Partition
-from log.config import LogConfig
-from log.partition_log import Log
-from wire.records import Record, build_batch
+from kbroker.log.config import LogConfig
+from kbroker.log.partition_log import Log
+from kbroker.wire.records import Record, build_batch
 
 pytestmark = pytest.mark.trio
 

@@ -9,9 +9,9 @@ import trio
 from kbroker.broker import Broker, BrokerSettings, plaintext_listener
 from kbroker.listen import bind_listeners
 from kbroker.server import ServerLimits
-from wire.errors import ErrorCode
-from wire.frame import decode_response, encode_request
-from wire.schema import API_BY_NAME
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.frame import decode_response, encode_request
+from kbroker.wire.schema import API_BY_NAME
 
 pytestmark = pytest.mark.trio
 

@@ -24,11 +24,11 @@ import sys
 import threading
 import time
 
-from log.checkpoint import RECOVERY_POINT_CHECKPOINT, OffsetCheckpointFile
-from log.config import LogConfig
-from log.group_commit import GroupCommit
-from log.partition_log import Log
-from wire.records import Record, build_batch
+from kbroker.log.checkpoint import RECOVERY_POINT_CHECKPOINT, OffsetCheckpointFile
+from kbroker.log.config import LogConfig
+from kbroker.log.group_commit import GroupCommit
+from kbroker.log.partition_log import Log
+from kbroker.wire.records import Record, build_batch
 
 TOPIC_PARTITION = ("crash", 0)
 LARGE_BATCH_BYTES = 100 * 1024

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import log.checkpoint as checkpoint
-from log.checkpoint import (
+import kbroker.log.checkpoint as checkpoint
+from kbroker.log.checkpoint import (
     CheckpointError,
     EpochEntry,
     LeaderEpochCheckpointFile,
@@ -81,7 +81,7 @@ def test_killed_writer_always_leaves_a_whole_file(tmp_path):
         f"""
         import sys
         sys.path.insert(0, {os.getcwd()!r})
-        from log.checkpoint import OffsetCheckpointFile
+        from kbroker.log.checkpoint import OffsetCheckpointFile
         contents = {contents!r}
         file = OffsetCheckpointFile({str(path)!r})
         print("ready", flush=True)

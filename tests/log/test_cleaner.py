@@ -9,11 +9,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from log.cleaner import clean
-from log.config import LogConfig
-from log.partition_log import Log
-from wire.compression import GZIP
-from wire.records import (
+from kbroker.log.cleaner import clean
+from kbroker.log.config import LogConfig
+from kbroker.log.partition_log import Log
+from kbroker.wire.compression import GZIP
+from kbroker.wire.records import (
     ControlRecordType,
     Record,
     build_batch,

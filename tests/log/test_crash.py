@@ -29,11 +29,11 @@ from dataclasses import dataclass
 
 import pytest
 
-from log.checkpoint import RECOVERY_POINT_CHECKPOINT, OffsetCheckpointFile
-from log.config import LogConfig
-from log.partition_log import Log
+from kbroker.log.checkpoint import RECOVERY_POINT_CHECKPOINT, OffsetCheckpointFile
+from kbroker.log.config import LogConfig
+from kbroker.log.partition_log import Log
 from tests.log.crash_writer import TOPIC_PARTITION, batch_for, partition_directory, record_count
-from wire.records import iter_batches, stamp_base_offset
+from kbroker.wire.records import iter_batches, stamp_base_offset
 
 ITERATIONS = int(os.environ.get("KBTEST_CRASH_ITERATIONS", "30"))
 BASE_SEED = int(os.environ.get("KBTEST_CRASH_SEED", "3141"))

@@ -4,9 +4,9 @@ import os
 
 import pytest
 
-from log.config import LogConfig
-from log.partition_log import Log
-from wire.records import Record, build_batch
+from kbroker.log.config import LogConfig
+from kbroker.log.partition_log import Log
+from kbroker.wire.records import Record, build_batch
 
 
 def batch(value_bytes: int = 5000, count: int = 1) -> bytearray:
@@ -129,8 +129,8 @@ def test_flushing_after_recovery_and_truncation_keeps_index_and_log_consistent(t
 
 
 def test_a_flush_that_ran_across_a_truncation_does_not_move_the_recovery_point(tmp_path):
-    from log.partition_log import Log
-    from wire.records import Record, build_batch
+    from kbroker.log.partition_log import Log
+    from kbroker.wire.records import Record, build_batch
 
     log = Log.open(str(tmp_path / "t-0"))
     log.append(bytearray(build_batch([Record(offset_delta=0, value=b"a")])))

@@ -5,9 +5,9 @@ import time
 
 import pytest
 
-from log.group_commit import GroupCommit
-from log.partition_log import FlushJob, Log
-from wire.records import Record, build_batch, iter_batches
+from kbroker.log.group_commit import GroupCommit
+from kbroker.log.partition_log import FlushJob, Log
+from kbroker.wire.records import Record, build_batch, iter_batches
 
 WRITERS = 8
 APPENDS_PER_WRITER = 25
@@ -112,9 +112,9 @@ def test_eight_writers_are_acknowledged_only_after_their_fsync_and_share_fsyncs(
 
 
 def test_writers_released_by_an_fsync_are_gathered_into_the_next(tmp_path, monkeypatch):
-    import log.group_commit
+    from kbroker.log import group_commit
 
-    monkeypatch.setattr(log.group_commit, "GATHER_S_MAX", 0.05)  # ample, so a loaded machine cannot split groups
+    monkeypatch.setattr(group_commit, "GATHER_S_MAX", 0.05)  # ample, so a loaded machine cannot split groups
     recorder = FsyncRecorder(monkeypatch, delay_s=0.005)
     partition = Log.open(str(tmp_path / "t-0"))
     commit = GroupCommit(partition, threading.Lock())
@@ -131,7 +131,7 @@ def test_writers_released_by_an_fsync_are_gathered_into_the_next(tmp_path, monke
 
 
 def test_a_flusher_waits_only_briefly_for_writers_that_do_not_come_back(tmp_path):
-    import log.group_commit
+    from kbroker.log import group_commit
 
     partition = Log.open(str(tmp_path / "t-0"))
     lock = threading.Lock()
@@ -141,13 +141,13 @@ def test_a_flusher_waits_only_briefly_for_writers_that_do_not_come_back(tmp_path
         result = partition.append(batch(9, 0))
     started = time.monotonic()
     commit.wait_durable(result.last_offset)
-    assert time.monotonic() - started < log.group_commit.GATHER_S_MAX + 0.2
+    assert time.monotonic() - started < group_commit.GATHER_S_MAX + 0.2
     assert partition.recovery_point == partition.log_end_offset
     partition.close()
 
 
 def test_fsyncs_cover_the_segment_of_every_acknowledged_batch_across_rolls(tmp_path, monkeypatch):
-    from log.config import LogConfig
+    from kbroker.log.config import LogConfig
 
     recorder = FsyncRecorder(monkeypatch, delay_s=0.001)
     log = Log.open(str(tmp_path / "t-0"), LogConfig(segment_bytes=600))

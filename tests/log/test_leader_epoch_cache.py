@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from log.checkpoint import (
+from kbroker.log.checkpoint import (
     UNDEFINED_EPOCH,
     UNDEFINED_EPOCH_OFFSET,
     CheckpointError,
@@ -14,9 +14,9 @@ from log.checkpoint import (
     LeaderEpochCache,
     LeaderEpochCheckpointFile,
 )
-from log.config import LogConfig
-from log.manager import LogManager
-from wire.records import Record, build_batch
+from kbroker.log.config import LogConfig
+from kbroker.log.manager import LogManager
+from kbroker.wire.records import Record, build_batch
 
 UNDEFINED = (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)
 

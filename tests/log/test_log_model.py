@@ -23,8 +23,8 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from log.config import LogConfig
-from log.partition_log import (
+from kbroker.log.config import LogConfig
+from kbroker.log.partition_log import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
     MAX_TIMESTAMP,
@@ -32,7 +32,7 @@ from log.partition_log import (
     OffsetOutOfRange,
     OffsetsOutOfOrder,
 )
-from wire.records import Record, build_batch, stamp_base_offset, stamp_partition_leader_epoch
+from kbroker.wire.records import Record, build_batch, stamp_base_offset, stamp_partition_leader_epoch
 
 START_CLOCK_MS = 1_000_000
 
@@ -118,11 +118,11 @@ class LogMachine(RuleBasedStateMachine):
         self.directory = os.path.join(tempfile.mkdtemp(prefix="log-model-"), "topic-0")
         self.log: Log | None = None
         self.warnings = RecoveryWarnings()
-        for name in ("log.segment", "log.partition_log"):
+        for name in ("kbroker.log.segment", "kbroker.log.partition_log"):
             logging.getLogger(name).addHandler(self.warnings)
 
     def teardown(self) -> None:
-        for name in ("log.segment", "log.partition_log"):
+        for name in ("kbroker.log.segment", "kbroker.log.partition_log"):
             logging.getLogger(name).removeHandler(self.warnings)
         if self.log is not None:
             self.log.close()

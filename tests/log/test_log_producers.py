@@ -2,10 +2,10 @@
 
 import pytest
 
-from log.partition_log import Log, ProducerStateError
-from log.config import LogConfig
-from wire.errors import ErrorCode
-from wire.records import ControlRecordType, Record, build_batch, build_control_batch
+from kbroker.log.partition_log import Log, ProducerStateError
+from kbroker.log.config import LogConfig
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.records import ControlRecordType, Record, build_batch, build_control_batch
 
 
 def records(count, tag=b"v"):

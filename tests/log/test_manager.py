@@ -3,10 +3,10 @@
 import os
 import uuid
 
-from log.checkpoint import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, OffsetCheckpointFile
-from log.config import LogConfig
-from log.manager import LogManager, parse_partition_directory_name
-from wire.records import Record, build_batch
+from kbroker.log.checkpoint import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, OffsetCheckpointFile
+from kbroker.log.config import LogConfig
+from kbroker.log.manager import LogManager, parse_partition_directory_name
+from kbroker.wire.records import Record, build_batch
 
 
 def batch(values, epoch=-1):

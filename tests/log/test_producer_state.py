@@ -10,7 +10,7 @@ from crc32c import crc32c
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from log.producer_state import (
+from kbroker.log.producer_state import (
     BATCHES_TO_RETAIN,
     CompletedTxn,
     DuplicateBatch,
@@ -24,8 +24,8 @@ from log.producer_state import (
     read_txn_marker,
     snapshot_path,
 )
-from wire.errors import ErrorCode
-from wire.records import (
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.records import (
     CONTROL_MASK,
     TRANSACTIONAL_MASK,
     BatchHeader,
@@ -515,14 +515,14 @@ def test_corrupt_snapshot_is_deleted_and_an_older_one_used(tmp_path, caplog, cor
     corrupt(latest)
     broken_offset = list_snapshot_offsets(tmp_path)[-1]
 
-    with caplog.at_level(logging.WARNING, logger="log.producer_state"):
+    with caplog.at_level(logging.WARNING, logger="kbroker.log.producer_state"):
         offset, loaded = load_latest_snapshot(tmp_path, max_offset=20)
 
     assert offset == 1
     assert loaded.producer_entry(PID).last_data_offset == 0
     assert list_snapshot_offsets(tmp_path) == [1]
     (warning,) = [record for record in caplog.records if record.levelno == logging.WARNING]
-    assert warning.name == "log.producer_state"
+    assert warning.name == "kbroker.log.producer_state"
     assert f"{broken_offset:020d}.snapshot" in warning.getMessage()
 
 

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from log.config import LogConfig
-from log.partition_log import MAX_TIMESTAMP, Log
-from wire.records import HEADER_SIZE, Record, build_batch, iter_batches
+from kbroker.log.config import LogConfig
+from kbroker.log.partition_log import MAX_TIMESTAMP, Log
+from kbroker.wire.records import HEADER_SIZE, Record, build_batch, iter_batches
 
 CONFIG = LogConfig(segment_bytes=1_000, index_interval_bytes=150)
 BATCHES_PER_LOG = 40

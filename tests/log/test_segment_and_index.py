@@ -16,11 +16,11 @@ import struct
 
 import pytest
 
-from log.config import LogConfig
-from log.index import CorruptIndexError, OffsetIndex, TimeIndex
-from log.partition_log import MAX_TIMESTAMP, Log, OffsetOutOfRange, OffsetsOutOfOrder
-from log.segment import FileRegion, LogSegment, SegmentSettings
-from wire.records import LOG_APPEND_TIME, BatchHeader, Record, build_batch, iter_batches, validate_batch
+from kbroker.log.config import LogConfig
+from kbroker.log.index import CorruptIndexError, OffsetIndex, TimeIndex
+from kbroker.log.partition_log import MAX_TIMESTAMP, Log, OffsetOutOfRange, OffsetsOutOfOrder
+from kbroker.log.segment import FileRegion, LogSegment, SegmentSettings
+from kbroker.wire.records import LOG_APPEND_TIME, BatchHeader, Record, build_batch, iter_batches, validate_batch
 
 
 def batch(base_offset=0, count=1, base_timestamp=1_000, timestamp_deltas=None, value=b"v", leader_epoch=-1) -> bytes:

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from log.txn_index import ENTRY_SIZE, AbortedTxn, TransactionIndex, TransactionIndexError
+from kbroker.log.txn_index import ENTRY_SIZE, AbortedTxn, TransactionIndex, TransactionIndexError
 
 # The entries of Kafka's TransactionIndexTest.testCollectAbortedTransactions.
 KAFKA_ABORTED = [
@@ -160,12 +160,12 @@ def test_torn_trailing_entry_is_dropped_on_first_use(index_path, caplog):
     index_path.write_bytes(whole + KAFKA_ABORTED[2].to_bytes()[:20])
     index = TransactionIndex(index_path)
     assert os.path.getsize(index_path) == len(whole) + 20  # untouched until used
-    with caplog.at_level(logging.WARNING, logger="log.txn_index"):
+    with caplog.at_level(logging.WARNING, logger="kbroker.log.txn_index"):
         assert index.all_aborted() == KAFKA_ABORTED[:2]
     assert os.path.getsize(index_path) == len(whole)
     assert index.torn_bytes_dropped == 20
     assert index.sanity_check() == 20
-    [record] = [record for record in caplog.records if record.name == "log.txn_index"]
+    [record] = [record for record in caplog.records if record.name == "kbroker.log.txn_index"]
     assert record.levelno == logging.WARNING
     assert "20 bytes" in record.getMessage() and str(index_path) in record.getMessage()
     index.append(KAFKA_ABORTED[2])  # appends land after the last whole entry
@@ -185,7 +185,7 @@ def test_lone_partial_entry_leaves_an_empty_index(index_path):
 
 def test_clean_file_reports_nothing_dropped(index_path, caplog):
     filled(index_path, KAFKA_ABORTED).close()
-    with caplog.at_level(logging.WARNING, logger="log.txn_index"):
+    with caplog.at_level(logging.WARNING, logger="kbroker.log.txn_index"):
         assert TransactionIndex(index_path).sanity_check() == 0
     assert not caplog.records
 

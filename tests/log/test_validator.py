@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from log.config import LogConfig
-from log.validator import RecordValidationError, validate_records
-from wire.compression import GZIP, LZ4, NONE, ZSTD
-from wire.errors import ErrorCode
-from wire.records import ControlRecordType, Record, build_batch, build_control_batch
+from kbroker.log.config import LogConfig
+from kbroker.log.validator import RecordValidationError, validate_records
+from kbroker.wire.compression import GZIP, LZ4, NONE, ZSTD
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.records import ControlRecordType, Record, build_batch, build_control_batch
 
 NO_KEY = "Compacted topic cannot accept message without key in topic partition facts-3"
 

@@ -35,8 +35,8 @@ import random
 from collections import Counter
 from dataclasses import dataclass, field
 
-from raft.messages import Ready, Snapshot
-from raft.node import Leader, RaftConfig, RaftNode
+from kbroker.raft.messages import Ready, Snapshot
+from kbroker.raft.node import Leader, RaftConfig, RaftNode
 
 CONFIG = RaftConfig(election_timeout_ms=500, fetch_timeout_ms=1000, fetch_interval_ms=50, request_timeout_ms=200,
                     max_fetch_entries=20, max_snapshot_chunk_bytes=200)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from raft import codec
-from raft.messages import (BeginQuorumEpoch, EndQuorumEpoch, Entry, FetchRequest, FetchResponse, FetchSnapshotRequest,
+from kbroker.raft import codec
+from kbroker.raft.messages import (BeginQuorumEpoch, EndQuorumEpoch, Entry, FetchRequest, FetchResponse, FetchSnapshotRequest,
                            FetchSnapshotResponse, SnapshotId, VoteRequest, VoteResponse)
-from raft.node import LEADER_CHANGE
-from wire.errors import ErrorCode
-from wire.frame import decode_request_header, decode_response, encode_request, encode_response
-from wire.schema import API_BY_KEY, API_BY_NAME
+from kbroker.raft.node import LEADER_CHANGE
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.frame import decode_request_header, decode_response, encode_request, encode_response
+from kbroker.wire.schema import API_BY_KEY, API_BY_NAME
 
 CLUSTER = "q-5Xb2RyG7kW1cJ0tN8hWg"
 NAMES = {VoteRequest: "Vote", BeginQuorumEpoch: "BeginQuorumEpoch", EndQuorumEpoch: "EndQuorumEpoch",

@@ -8,8 +8,8 @@ from __future__ import annotations
 import ast
 import random
 
-from raft.messages import Ready
-from raft.node import LEADER_CHANGE, Follower, Leader, RaftConfig, RaftNode
+from kbroker.raft.messages import Ready
+from kbroker.raft.node import LEADER_CHANGE, Follower, Leader, RaftConfig, RaftNode
 from tests.raft.simulator import Disk
 
 CONFIG = RaftConfig(election_timeout_ms=500, fetch_timeout_ms=1000, fetch_interval_ms=50, request_timeout_ms=200)

@@ -13,8 +13,8 @@ from collections import Counter
 
 import pytest
 
-from raft.messages import VoteResponse
-from raft.node import RaftNode
+from kbroker.raft.messages import VoteResponse
+from kbroker.raft.node import RaftNode
 from tests.raft.simulator import InvariantBroken, Simulation
 
 SEEDS = int(os.environ.get("KBTEST_RAFT_SEEDS", "500"))
@@ -58,22 +58,22 @@ def test_the_checker_catches_a_node_that_votes_twice(monkeypatch):
             ready.send(destination, VoteResponse(response.epoch, True))
 
     monkeypatch.setattr(RaftNode, "_on_vote_request", careless)
-    import raft.node
-    monkeypatch.setitem(raft.node._HANDLERS, raft.node.VoteRequest, careless)
+    import kbroker.raft.node
+    monkeypatch.setitem(kbroker.raft.node._HANDLERS, kbroker.raft.node.VoteRequest, careless)
     with pytest.raises(InvariantBroken, match="two leaders|lacks committed|committed"):
         for seed in range(200):
             simulate(seed)
 
 
 def test_the_checker_catches_a_leader_that_commits_without_a_majority(monkeypatch):
-    import raft.node
+    import kbroker.raft.node
 
     def eager(self, ready):
         if self.end_offset > self.high_watermark:
             self.high_watermark = self.end_offset
             ready.high_watermark = self.end_offset
 
-    monkeypatch.setattr(raft.node.RaftNode, "_advance_high_watermark", eager)
+    monkeypatch.setattr(kbroker.raft.node.RaftNode, "_advance_high_watermark", eager)
     with pytest.raises(InvariantBroken):
         for seed in range(200):
             simulate(seed)
@@ -83,9 +83,9 @@ def test_the_checker_catches_a_leader_that_serves_entries_its_snapshot_replaced(
     """Without KIP-630's rule (fetch below the log start: send the snapshot), a lagging follower is
     served whatever lies at the wrong place in the leader's shortened log, or the leader reads
     before the start of its own log."""
-    import raft.node
+    import kbroker.raft.node
 
-    monkeypatch.setattr(raft.node.RaftNode, "_needs_snapshot", lambda self, offset, epoch: False)
+    monkeypatch.setattr(kbroker.raft.node.RaftNode, "_needs_snapshot", lambda self, offset, epoch: False)
     with pytest.raises((InvariantBroken, IndexError)):
         for seed in range(200):
             simulate(seed)

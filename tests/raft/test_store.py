@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 import os
 
-from raft.messages import Entry, Ready, Snapshot, SnapshotId
-from raft.node import LEADER_CHANGE
-from raft.store import RaftStore
+from kbroker.raft.messages import Entry, Ready, Snapshot, SnapshotId
+from kbroker.raft.node import LEADER_CHANGE
+from kbroker.raft.store import RaftStore
 
 
 def reopen(store: RaftStore) -> RaftStore:

@@ -16,7 +16,7 @@ from kbroker.effects import CoordinatorError, Persist, Respond
 from kbroker.txn.coordinator import OFFSETS_TOPIC, TransactionCoordinator, TxnConfig, WriteMarkers
 from kbroker.txn.metadata import EPOCH_LIMIT, TxnState
 from kbroker.txn.records import TransactionLogKey, decode_value, encode_value
-from wire.errors import ErrorCode
+from kbroker.wire.errors import ErrorCode
 
 CONFIG = TxnConfig(partition_count=4, abort_timed_out_check_ms=1000, remove_expired_check_ms=5000,
                    transactional_id_expiration_ms=60_000, offsets_partition_count=50)

@@ -7,7 +7,7 @@ import pytest
 
 from kbroker.txn import records
 from kbroker.txn.records import PartitionsSchema, TransactionLogKey, TransactionLogValue
-from wire import DecodeError
+from kbroker.wire import DecodeError
 
 
 def ongoing(**changes):

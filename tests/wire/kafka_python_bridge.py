@@ -60,8 +60,8 @@ with warnings.catch_warnings():  # building the classes runs load_json, see _ori
     from kafka.protocol.schemas.fields.struct_array import StructArrayField
 
 from tests.wire.values import default_of
-from wire.primitives import ZERO_UUID
-from wire.schema.values import make_value_class
+from kbroker.wire.primitives import ZERO_UUID
+from kbroker.wire.schema.values import make_value_class
 
 # Methods kafka-python's message classes override, per class; see the module docstring.
 OVERRIDES: dict[str, set[str]] = {

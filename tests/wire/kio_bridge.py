@@ -14,8 +14,8 @@ import types
 import typing
 from functools import cache
 
-from wire.primitives import ZERO_UUID
-from wire.schema.values import make_value_class
+from kbroker.wire.primitives import ZERO_UUID
+from kbroker.wire.schema.values import make_value_class
 
 from kio.schema.errors import ErrorCode as KioErrorCode
 from kio.schema.index import schema_name_map

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from wire import DecodeError
-from wire.frame import FrameDecoder, decode_request_header
-from wire.schema import API_BY_KEY
+from kbroker.wire import DecodeError
+from kbroker.wire.frame import FrameDecoder, decode_request_header
+from kbroker.wire.schema import API_BY_KEY
 from tests.wire.values import value_strategy
 
 MESSAGES = [

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka import codec as kafka_codec
 
-from wire.compression import (
+from kbroker.wire.compression import (
     GZIP,
     LZ4,
     MAX_DECOMPRESSED_SIZE,
@@ -22,7 +22,7 @@ from wire.compression import (
     compress,
     decompress,
 )
-from wire.primitives import DecodeError
+from kbroker.wire.primitives import DecodeError
 
 CODECS = [NONE, GZIP, SNAPPY, LZ4, ZSTD]
 COMPRESSING = [GZIP, SNAPPY, LZ4, ZSTD]

@@ -23,7 +23,7 @@ from tests.wire.kafka_python_bridge import (
     unexpected_overrides,
 )
 from tests.wire.values import value_strategy
-from wire.schema import API_BY_KEY, API_BY_NAME
+from kbroker.wire.schema import API_BY_KEY, API_BY_NAME
 
 # (api name, kind, version) triples that differ from kafka-python on purpose, with the reason.
 KNOWN_DIFFERENCES: dict[tuple[str, str, int], str] = {}

@@ -14,7 +14,7 @@ from kio.serial import entity_reader, entity_writer
 
 from tests.wire.kio_bridge import NotComparable, from_kio, kio_class, to_kio
 from tests.wire.values import value_strategy
-from wire.schema import API_BY_KEY
+from kbroker.wire.schema import API_BY_KEY
 
 # (api name, kind, version) pairs that differ from kio on purpose, with the reason.
 KNOWN_DIFFERENCES: dict[tuple[str, str, int], str] = {}

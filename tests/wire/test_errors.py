@@ -4,7 +4,7 @@ import kafka.errors
 import pytest
 from kio.schema.errors import ErrorCode as KioErrorCode
 
-from wire.errors import ErrorCode, KafkaError, error_name
+from kbroker.wire.errors import ErrorCode, KafkaError, error_name
 
 # Codes whose Java exception extends RetriableException, read off Kafka's
 # clients/src/main/java/org/apache/kafka/common/errors (plus 133, newer than

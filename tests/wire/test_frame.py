@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wire import DecodeError
-from wire.frame import (
+from kbroker.wire import DecodeError
+from kbroker.wire.frame import (
     FrameDecoder,
     FrameTooLarge,
     UnknownApiKey,
@@ -16,7 +16,7 @@ from wire.frame import (
     encode_request,
     encode_response,
 )
-from wire.schema import API_BY_NAME, Region
+from kbroker.wire.schema import API_BY_NAME, Region
 
 API_VERSIONS = API_BY_NAME["ApiVersions"]
 

@@ -11,10 +11,10 @@ import os
 
 import pytest
 
-from wire.compression import CODEC_NAMES
-from wire.frame import decode_request_header
-from wire.records import decode_records, iter_batches, validate_batch
-from wire.schema import API_BY_NAME
+from kbroker.wire.compression import CODEC_NAMES
+from kbroker.wire.frame import decode_request_header
+from kbroker.wire.records import decode_records, iter_batches, validate_batch
+from kbroker.wire.schema import API_BY_NAME
 
 GOLDEN = os.path.join(os.path.dirname(__file__), "golden")
 MANIFEST = json.load(open(os.path.join(GOLDEN, "manifest.json")))

@@ -3,7 +3,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 
-from wire.murmur2 import default_partition, murmur2, to_positive
+from kbroker.wire.murmur2 import default_partition, murmur2, to_positive
 
 # Kafka's own expectations for Utils.murmur2 (UtilsTest.testMurmur2).
 JAVA_VECTORS = {

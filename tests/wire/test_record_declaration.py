@@ -2,7 +2,7 @@
 
 import pytest
 
-from wire.schema.declaration import DeclarationError, Versions, parse_record_declaration
+from kbroker.wire.schema.declaration import DeclarationError, Versions, parse_record_declaration
 
 EXAMPLE = """
 ExampleRecord 42 versions 0-2 flexible 0+

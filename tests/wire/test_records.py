@@ -7,10 +7,10 @@ from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
-from wire.compression import GZIP, LZ4, NONE, SNAPPY, ZSTD
-from wire.errors import ErrorCode
-from wire.primitives import DecodeError
-from wire.records import (
+from kbroker.wire.compression import GZIP, LZ4, NONE, SNAPPY, ZSTD
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.primitives import DecodeError
+from kbroker.wire.records import (
     count_records,
     HEADER_SIZE,
     LOG_APPEND_TIME,

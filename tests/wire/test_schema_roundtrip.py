@@ -4,8 +4,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from wire import DecodeError
-from wire.schema import API_BY_KEY, UnsupportedVersion
+from kbroker.wire import DecodeError
+from kbroker.wire.schema import API_BY_KEY, UnsupportedVersion
 from tests.wire.values import value_strategy
 
 CASES = [

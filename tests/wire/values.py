@@ -10,11 +10,11 @@ from functools import cache
 
 from hypothesis import strategies as st
 
-from wire.schema.values import FRESH, field_default, make_value_class
-from wire.schema.declaration import FieldSpec, StructSpec, TypeRef
+from kbroker.wire.schema.values import FRESH, field_default, make_value_class
+from kbroker.wire.schema.declaration import FieldSpec, StructSpec, TypeRef
 
 try:
-    from wire.errors import ErrorCode
+    from kbroker.wire.errors import ErrorCode
 
     ERROR_CODES = sorted(int(code) for code in ErrorCode)
 except ImportError:  # pragma: no cover - until wire.errors exists

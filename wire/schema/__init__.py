@@ -17,10 +17,10 @@ from __future__ import annotations
 import struct
 from importlib import import_module
 
-from wire.primitives import DecodeError
-from wire.schema.codegen import CodeGenerator
-from wire.schema.values import EncodeBuffer, Region, make_value_class
-from wire.schema.declaration import ApiSpec, parse_declaration
+from kbroker.wire.primitives import DecodeError
+from kbroker.wire.schema.codegen import CodeGenerator
+from kbroker.wire.schema.values import EncodeBuffer, Region, make_value_class
+from kbroker.wire.schema.declaration import ApiSpec, parse_declaration
 
 __all__ = ["API_BY_KEY", "API_BY_NAME", "Api", "EncodeBuffer", "Region", "UnsupportedVersion"]
 
@@ -140,7 +140,7 @@ def _decode(reader, buf, pos: int, exact: bool = True):
 def _load() -> tuple[dict[int, Api], dict[str, Api]]:
     by_key: dict[int, Api] = {}
     for family in _FAMILIES:
-        module = import_module(f"wire.schema.{family}")
+        module = import_module(f"{__name__}.{family}")
         for text in module.DECLARATIONS:
             api = Api(parse_declaration(text))
             if api.key in by_key:
@@ -158,4 +158,4 @@ def __getattr__(name: str):
     try:
         return make_value_class(_MESSAGES[name])
     except KeyError:
-        raise AttributeError(f"module 'wire.schema' has no attribute {name!r}") from None
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import struct
 
-from wire.primitives import (
+from kbroker.wire.primitives import (
     DecodeError,
     read_bytes,
     read_compact_bytes,
@@ -28,8 +28,8 @@ from wire.primitives import (
     write_nullable_bytes,
     write_uvarint,
 )
-from wire.schema.declaration import FieldSpec, StructSpec, TypeRef
-from wire.schema.values import FRESH, Region, field_default, make_value_class, uuid_from_bytes
+from kbroker.wire.schema.declaration import FieldSpec, StructSpec, TypeRef
+from kbroker.wire.schema.values import FRESH, Region, field_default, make_value_class, uuid_from_bytes
 
 _FIXED_FORMATS = {
     "bool": "?",

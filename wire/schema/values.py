@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import uuid
 
-from wire.primitives import ZERO_UUID
-from wire.schema.declaration import FieldSpec, StructSpec, TypeRef
+from kbroker.wire.primitives import ZERO_UUID
+from kbroker.wire.schema.declaration import FieldSpec, StructSpec, TypeRef
 
 __all__ = ["FRESH", "Region", "EncodeBuffer", "Value", "field_default", "make_value_class", "uuid_from_bytes"]
 
@@ -147,7 +147,7 @@ def make_value_class(struct_spec: StructSpec) -> type:
         "__init__": namespace["__init__"],
         "_field_names": names,
         "_spec": struct_spec,
-        "__module__": "wire.schema",
+        "__module__": "kbroker.wire.schema",
         **children,
     }
     value_class = type(struct_spec.name, (Value,), attributes)

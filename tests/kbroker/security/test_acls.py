@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from kbroker.security.acls import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType, Authorizer,
                                    PatternType, ResourceType, validate_binding, validate_filter)
-from wire.errors import ErrorCode
+from kbroker.wire.errors import ErrorCode
 
 O, P, R, T = AclOperation, AclPermissionType, ResourceType, PatternType
 ALLOW, DENY = P.ALLOW, P.DENY

@@ -15,8 +15,8 @@ from kbroker.config import BrokerConfig, ConfigError
 from kbroker.security.peer import PeerSecurity, PeerUnreachable
 from kbroker.security.scram import (SCRAM_MECHANISMS, AuthenticationFailed, PlainServer, ScramClient, ScramServer,
                                     credential_from_password, plain_token, scram_mechanism)
-from wire.frame import decode_response, encode_request, read_frame
-from wire.schema import API_BY_NAME
+from kbroker.wire.frame import decode_response, encode_request, read_frame
+from kbroker.wire.schema import API_BY_NAME
 
 SHA256 = scram_mechanism("SCRAM-SHA-256")
 MECHANISMS = pytest.mark.parametrize("mechanism", SCRAM_MECHANISMS, ids=lambda m: m.name)

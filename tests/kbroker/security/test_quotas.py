@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from kbroker.security.quotas import (CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, QuotaMeters, RateMeter, TokenBucket,
                                      describe, entity, ip_quota_for, quota_for, validate_alteration,
                                      validate_describe)
-from wire.errors import ErrorCode
+from kbroker.wire.errors import ErrorCode
 
 LEVELS = [  # Kafka's precedence, most specific first
     entity(user="alice", client_id="app"), entity(user="alice", client_id=None), entity(user="alice"),

@@ -21,8 +21,8 @@ import threading
 import time
 import uuid
 
-from wire.frame import FrameDecoder, decode_request_header, encode_response
-from wire.schema import API_BY_KEY, API_BY_NAME
+from kbroker.wire.frame import FrameDecoder, decode_request_header, encode_response
+from kbroker.wire.schema import API_BY_KEY, API_BY_NAME
 
 GOLDEN_DIR = os.path.dirname(os.path.abspath(__file__))
 TOPIC = "golden"
