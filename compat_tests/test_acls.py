@@ -136,7 +136,7 @@ def test_metadata_leaves_out_topics_the_principal_may_not_describe(broker):
 def test_offset_for_leader_epoch_needs_describe_on_the_topic(broker):
     """Asked through kbroker's own blocking client, logged in with SASL PLAIN."""
     from kbroker.tools.client import Connection
-    from kbroker.tools.client_config import ClientSecurity
+    from kbroker.config.client import ClientSecurity
     from kbroker.wire.errors import ErrorCode
     from kbroker.wire.schema import API_BY_NAME
 

@@ -11,7 +11,7 @@ import pytest
 
 from compat_tests.broker_process import BrokerProcess, free_port
 from compat_tests.quorum_process import Quorum
-from kbroker.logs import is_protocol_step
+from kbroker.event_log import is_protocol_step
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 

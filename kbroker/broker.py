@@ -24,18 +24,18 @@ import trio
 from kbroker.config import BrokerConfig, ConfigError
 from kbroker.controller.channel import ControllerChannel, ControllerUnavailable
 from kbroker.data_directories import DataDirectories
-from kbroker.dynamic_broker_config import ConfigLayers
+from kbroker.config.dynamic import ConfigLayers
 from kbroker.lifecycle import BrokerLifecycle
-from kbroker.fetcher import ReplicaFetchers
-from kbroker.flusher import Flusher
-from kbroker.isr import IsrManager
+from kbroker.replication.fetcher import ReplicaFetchers
+from kbroker.replication.flusher import Flusher
+from kbroker.replication.isr import IsrManager
 from kbroker.txn.remote import VerificationGuards
 from kbroker.group.shell import GroupShell
-from kbroker.log_maintenance import LogMaintenance
+from kbroker.replication.log_maintenance import LogMaintenance
 from kbroker.txn.shell import TxnShell
 from kbroker.metadata.image import BrokerEndpoint, MetadataImage
 from kbroker.metadata.metadata_log import MetadataLog
-from kbroker.replica import Partition
+from kbroker.replication.replica import Partition
 from kbroker.producer_ids import ProducerIdBlock
 from kbroker.security.authorization import Authorization
 from kbroker.security.listener import ListenerSecurity
@@ -129,7 +129,7 @@ class Broker:
         self.settings = settings
         self.node_id = settings.node_id
         # Its settings as started; ``config`` is them with the dynamic ones of the image over them
-        # (kbroker/dynamic_broker_config.py), set once the image is read below.
+        # (kbroker/config/dynamic.py), set once the image is read below.
         self.static_config = self.config = config or BrokerConfig.load()
         self.config_layers = ConfigLayers(self.static_config)
         self.logs = LogManager(settings.data_dir)

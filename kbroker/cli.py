@@ -2,7 +2,7 @@
 
     kbroker [--config server.properties] [--override key=value ...]
     kbroker topics|groups|produce|consume|cluster ... [--bootstrap-server host:port]   (kbroker/tools/)
-    kbroker mirror --source host:port --target host:port                              (kbroker/mirror.py)
+    kbroker mirror --source host:port --target host:port                              (kbroker/tools/mirror.py)
 
 Settings use Kafka's names; ``KBROKER_<NAME>`` environment variables (dots as
 underscores) sit between the file and ``--override``. SIGINT and SIGTERM stop
@@ -22,9 +22,9 @@ from kbroker import __version__
 from kbroker.config import BrokerConfig, ConfigError
 from kbroker.data_directories import DataDirectories
 from kbroker.listen import bind_listeners
-from kbroker.logs import configure as configure_logging
-from kbroker.mirror import __doc__ as mirror_description
-from kbroker.mirror import add_arguments as add_mirror_arguments
+from kbroker.event_log import configure as configure_logging
+from kbroker.tools.mirror import __doc__ as mirror_description
+from kbroker.tools.mirror import add_arguments as add_mirror_arguments
 from kbroker.tools.arguments import (add_admin_commands, add_connection_options, connection_options_given,
                                      with_connection_defaults)
 
@@ -112,8 +112,8 @@ _MAIN_STARTED = time.perf_counter()
 def main(argv: list[str] | None = None) -> int:
     started_at = time.perf_counter()
     arguments = parse_arguments(sys.argv[1:] if argv is None else argv)
-    if arguments.command == "mirror":  # kbroker mirror: copy topics between clusters (kbroker/mirror.py)
-        from kbroker import mirror
+    if arguments.command == "mirror":  # kbroker mirror: copy topics between clusters (kbroker/tools/mirror.py)
+        from kbroker.tools import mirror
 
         return mirror.run(arguments)
     if arguments.command is not None:  # kbroker topics|groups|produce|consume|cluster (kbroker/tools/admin.py)

@@ -1,4 +1,4 @@
-"""What the handlers of metadata changes (and kbroker.configs) share about their per-resource results."""
+"""What the handlers of metadata changes (and kbroker.config.admin) share about their per-resource results."""
 
 from kbroker.wire.errors import ErrorCode
 

@@ -27,7 +27,7 @@ import trio
 
 from kbroker.handlers import HANDLERS, Deferred
 from kbroker.handlers.api_versions import api_versions_response
-from kbroker.logs import log_answer
+from kbroker.event_log import log_answer
 from kbroker.security.listener import ListenerSecurity, principal_of_certificate
 from kbroker.security.quotas import REQUEST_PERCENTAGE
 from kbroker.security.scram import AuthenticationFailed
@@ -260,7 +260,7 @@ class _Answer:
         self.header = header
         self.throttle_ms = 0
         # (metrics callback or None, API name, perf_counter at arrival, peer, principal, log every request):
-        # the answer's latency goes to the metrics and the log (kbroker/logs.py) when it is ready
+        # the answer's latency goes to the metrics and the log (kbroker/event_log.py) when it is ready
         self.observe = None
         self.frame = None
         self.deferred: Deferred | None = None

@@ -18,7 +18,7 @@ from kbroker.config import BrokerConfig, ConfigError
 from kbroker.controller import brokers, partitions
 from kbroker.controller.handlers import CONTROLLER_HANDLERS, controller_api_versions
 from kbroker.controller.state import MetadataState, encode_change
-from kbroker.dynamic_broker_config import ConfigLayers
+from kbroker.config.dynamic import ConfigLayers
 from kbroker.metadata import records
 from kbroker.producer_ids import BLOCK_SIZE as PRODUCER_ID_BLOCK
 from kbroker.security.listener import ListenerSecurity

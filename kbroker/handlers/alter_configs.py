@@ -1,7 +1,7 @@
 """AlterConfigs (33): replace a topic's whole set of overrides, or a broker's dynamic configs."""
 
 from kbroker import handlers
-from kbroker.configs import (BROKER_RESOURCE, SET, alter_authorized, alter_resources, check_broker_change, plan_alter,
+from kbroker.config.admin import (BROKER_RESOURCE, SET, alter_authorized, alter_resources, check_broker_change, plan_alter,
                              refuse_resources)
 from kbroker.wire.schema import API_BY_NAME
 

@@ -1,7 +1,7 @@
 """CreateTopics (19): Kafka's checks and codes; one metadata batch for all new topics."""
 
 from kbroker import handlers
-from kbroker.configs import ConfigsError, topic_entries, validate_topic_configs
+from kbroker.config.admin import ConfigsError, topic_entries, validate_topic_configs
 from kbroker.metadata import records
 from kbroker.security.acls import AclOperation, ResourceType
 from kbroker.security.authorization import allowed, allowed_on_cluster

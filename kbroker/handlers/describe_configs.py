@@ -1,7 +1,7 @@
 """DescribeConfigs (32): topic and broker configs with their sources, synonyms, types and docs."""
 
 from kbroker import handlers
-from kbroker.configs import BROKER_RESOURCE, ConfigsError, config_authorization_error, describe_broker, describe_topic
+from kbroker.config.admin import BROKER_RESOURCE, ConfigsError, config_authorization_error, describe_broker, describe_topic
 from kbroker.security.acls import AclOperation
 from kbroker.metadata.image import TOPIC_RESOURCE
 from kbroker.wire.errors import ErrorCode

@@ -2,7 +2,7 @@
 dynamic configs."""
 
 from kbroker import handlers
-from kbroker.configs import (BROKER_RESOURCE, alter_authorized, alter_resources, check_broker_change,
+from kbroker.config.admin import (BROKER_RESOURCE, alter_authorized, alter_resources, check_broker_change,
                              plan_incremental_alter, refuse_resources)
 from kbroker.wire.schema import API_BY_NAME
 

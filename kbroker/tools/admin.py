@@ -3,7 +3,7 @@
 
 Each command speaks the Kafka protocol (kbroker/tools/client.py) to any broker named by
 ``--bootstrap-server``, connecting as ``--command-config FILE`` says (TLS, SASL; see
-kbroker/tools/client_config.py). Where Kafka's tools print something a person would compare
+kbroker/config/client.py). Where Kafka's tools print something a person would compare
 (``kafka-topics --describe``, ``kafka-consumer-groups --describe``), the layout is theirs; errors are
 one line on stderr (Kafka's error names, or Kafka's sentences) with exit code 1.
 """
@@ -16,7 +16,7 @@ import sys
 from kbroker.config import ConfigError
 from kbroker.tools import console, groups
 from kbroker.tools.client import Client, CommandFailed, KafkaError, check_error_code
-from kbroker.tools.client_config import ClientSecurity
+from kbroker.config.client import ClientSecurity
 from kbroker.wire.errors import ErrorCode
 from kbroker.wire.primitives import ZERO_UUID
 from kbroker.wire.schema import API_BY_NAME

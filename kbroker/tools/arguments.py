@@ -23,7 +23,7 @@ def add_connection_options(parser: argparse.ArgumentParser) -> None:
                        help=f"brokers to connect to first (default {DEFAULT_BOOTSTRAP})")
     group.add_argument("--command-config", metavar="FILE", default=argparse.SUPPRESS,
                        help="client properties as Kafka's tools take them: security.protocol, ssl.*, sasl.* "
-                            "(see kbroker/tools/client_config.py)")
+                            "(see kbroker/config/client.py)")
 
 
 def connection_options_given(arguments: argparse.Namespace) -> list[str]:

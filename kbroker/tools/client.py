@@ -15,7 +15,7 @@ import struct
 
 from kbroker.security.login import sasl_login
 from kbroker.security.scram import AuthenticationFailed
-from kbroker.tools.client_config import ClientSecurity
+from kbroker.config.client import ClientSecurity
 from kbroker.wire.errors import ErrorCode
 from kbroker.wire.frame import decode_response, encode_request
 from kbroker.wire.schema import API_BY_NAME

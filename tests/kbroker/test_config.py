@@ -5,20 +5,14 @@ import re
 
 import pytest
 
-from kbroker.config import (
-    BrokerConfig,
-    ConfigError,
-    Endpoint,
-    Origin,
-    Source,
-    Voter,
-    environment_originals,
-    parse_properties,
-)
-from kbroker import config_definitions
-from kbroker.config_definitions import CLUSTER_DEFAULTS, SETTINGS, SETTINGS_BY_NAME, TOPIC_CONFIG_SYNONYMS
-from kbroker.configs import describe_broker
-from kbroker.dynamic_broker_config import ConfigLayers
+from kbroker.config import BrokerConfig, ConfigError
+from kbroker.config.broker_config import Endpoint, Voter
+from kbroker.config.sources import Origin, Source, environment_originals
+from kbroker.config.properties import parse_properties
+from kbroker.config import definitions as config_definitions
+from kbroker.config.definitions import CLUSTER_DEFAULTS, SETTINGS, SETTINGS_BY_NAME, TOPIC_CONFIG_SYNONYMS
+from kbroker.config.admin import describe_broker
+from kbroker.config.dynamic import ConfigLayers
 
 
 def config(**settings):

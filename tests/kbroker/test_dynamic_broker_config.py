@@ -5,9 +5,10 @@ the broker's own values) and the synonyms DescribeConfigs shows (ConfigHelper.co
 
 import pytest
 
-from kbroker.config import BrokerConfig, Source
-from kbroker.config_definitions import LONG_MAX
-from kbroker.dynamic_broker_config import (
+from kbroker.config import BrokerConfig
+from kbroker.config.sources import Source
+from kbroker.config.definitions import LONG_MAX
+from kbroker.config.dynamic import (
     DEFAULT_CONFIG,
     DYNAMIC_BROKER_CONFIG,
     DYNAMIC_DEFAULT_BROKER_CONFIG,

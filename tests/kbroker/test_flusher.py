@@ -5,8 +5,8 @@ import threading
 import pytest
 import trio
 
-from kbroker.flusher import Flusher
-from kbroker.replica import Partition
+from kbroker.replication.flusher import Flusher
+from kbroker.replication.replica import Partition
 from kbroker.log.config import LogConfig
 from kbroker.log.partition_log import Log
 from kbroker.wire.records import Record, build_batch
@@ -82,7 +82,7 @@ async def test_an_fsync_error_reaches_every_waiter_and_the_next_flush_retries(tm
 
 
 async def test_many_waiting_partitions_share_one_syncfs(tmp_path, monkeypatch):
-    import kbroker.flusher as flusher_module
+    import kbroker.replication.flusher as flusher_module
 
     calls = []
     real = flusher_module._syncfs
@@ -131,7 +131,7 @@ async def test_a_flush_asked_for_during_one_under_way_follows_it_unasked(tmp_pat
 
 async def test_a_job_that_breaks_the_batch_path_still_reports_to_its_waiters():
     """Whatever goes wrong on the flusher thread, every waiter hears back (an error or success), none hangs."""
-    import kbroker.flusher as flusher_module
+    import kbroker.replication.flusher as flusher_module
 
     flusher = Flusher()
     gate = threading.Event()

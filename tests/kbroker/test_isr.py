@@ -1,13 +1,13 @@
-"""kbroker/isr.py's choice of ISR changes, on a real partition log with a stand-in broker."""
+"""kbroker/replication/isr.py's choice of ISR changes, on a real partition log with a stand-in broker."""
 
 from types import SimpleNamespace
 
 import pytest
 import trio
 
-from kbroker.flusher import Flusher
-from kbroker.isr import IsrManager
-from kbroker.replica import Partition
+from kbroker.replication.flusher import Flusher
+from kbroker.replication.isr import IsrManager
+from kbroker.replication.replica import Partition
 from kbroker.log.checkpoint import LeaderEpochCache, LeaderEpochCheckpointFile
 from kbroker.log.config import LogConfig
 from kbroker.log.partition_log import Log

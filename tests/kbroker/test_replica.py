@@ -1,10 +1,10 @@
-"""kbroker/replica.py on a real log: the leader's high watermark over the ISR, and Kafka's caught-up rule."""
+"""kbroker/replication/replica.py on a real log: the leader's high watermark over the ISR, and Kafka's caught-up rule."""
 
 import pytest
 import trio
 
-from kbroker.flusher import Flusher
-from kbroker.replica import Partition
+from kbroker.replication.flusher import Flusher
+from kbroker.replication.replica import Partition
 from kbroker.log.config import LogConfig
 from kbroker.log.partition_log import Log
 from kbroker.wire.records import Record, build_batch

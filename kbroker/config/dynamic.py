@@ -33,8 +33,10 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Mapping
 
-from kbroker.config import BrokerConfig, Origin, Original, Source, listener_setting
-from kbroker.config_definitions import SETTINGS_BY_NAME, TOPIC_CONFIG_SYNONYMS
+from kbroker.config import BrokerConfig
+from kbroker.config.sources import Origin, Original, Source
+from kbroker.config.broker_config import listener_setting
+from kbroker.config.definitions import SETTINGS_BY_NAME, TOPIC_CONFIG_SYNONYMS
 from kbroker.wire.errors import ErrorCode
 
 # DescribeConfigsResponse.ConfigSource of a broker setting's layers

@@ -1,6 +1,6 @@
 """The broker's configuration under Kafka's names, from defaults, a file, the environment and overrides.
 
-Precedence, lowest first: the defaults in :mod:`kbroker.config_definitions`,
+Precedence, lowest first: the defaults in :mod:`kbroker.config.definitions`,
 a server.properties file (``--config``, Java properties syntax), environment
 variables ``KBROKER_<NAME>`` (``log.retention.ms`` -> ``KBROKER_LOG_RETENTION_MS``),
 then ``--override key=value``. Unlike Kafka, which logs and ignores unknown
@@ -31,7 +31,10 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, Mapping, NamedTuple
 
-from kbroker.config_definitions import (
+from kbroker.config.errors import ConfigError
+from kbroker.config.sources import (DEFAULT_ORIGIN, Origin, Original, Source, environment_originals, file_originals,
+                                    override_originals, suggestion)
+from kbroker.config.definitions import (
     CLUSTER_DEFAULTS,
     SETTINGS_BY_ATTRIBUTE,
     SETTINGS_BY_ENVIRONMENT,
@@ -41,66 +44,14 @@ from kbroker.config_definitions import (
 )
 from kbroker.log.config import LogConfig
 
-ENVIRONMENT_PREFIX = "KBROKER_"
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 NON_ROUTABLE_HOST = "0.0.0.0"
 
-_WHITESPACE = " \t\f"
-_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
 _LIST_SEPARATOR = re.compile(r"\s*,\s*")
 _LISTENER = re.compile(r"(.*)://\[?([0-9a-zA-Z\-%._:]*)\]?:(-?[0-9]+)")
 _HOST_PORT = re.compile(r"(?:[0-9a-zA-Z\-%._]*://)?\[?([0-9a-zA-Z\-%._:]*)]?:([0-9]+)")
 # Settings whose value falls back on the next one that is not None, times its factor.
 _CHAINS = {synonyms[0][0]: synonyms for synonyms in TOPIC_CONFIG_SYNONYMS.values() if len(synonyms) > 1}
-
-
-class ConfigError(ValueError):
-    """A setting is unknown, malformed or inconsistent with others."""
-
-    def __init__(self, message: str, setting: str | None = None, value: str | None = None, origin=None) -> None:
-        super().__init__(message)
-        self.setting, self.value, self.origin = setting, value, origin
-
-
-class Source(enum.Enum):
-    DEFAULT = "default"
-    FILE = "file"
-    ENVIRONMENT = "environment"
-    OVERRIDE = "override"
-    # Changed at runtime (kbroker/dynamic_broker_config.py): the cluster-wide default, or this broker's own.
-    DYNAMIC_DEFAULT = "dynamic default broker config"
-    DYNAMIC_BROKER = "dynamic broker config"
-
-    @property
-    def kafka_config_source(self) -> int:
-        """DescribeConfigs' ConfigSource: DYNAMIC_BROKER_CONFIG (2), DYNAMIC_DEFAULT_BROKER_CONFIG (3),
-        STATIC_BROKER_CONFIG (4) or DEFAULT_CONFIG (5)."""
-        return {Source.DYNAMIC_BROKER: 2, Source.DYNAMIC_DEFAULT: 3, Source.DEFAULT: 5}.get(self, 4)
-
-
-@dataclass(frozen=True)
-class Origin:
-    source: Source
-    where: str = ""  # "path:line", the variable's name, or the override as given
-
-    def __str__(self) -> str:
-        if self.source is Source.ENVIRONMENT:
-            return f"environment variable {self.where}"
-        if self.source is Source.OVERRIDE:
-            return f"--override {self.where}"
-        return self.where or self.source.value
-
-
-DEFAULT_ORIGIN = Origin(Source.DEFAULT)
-
-
-@dataclass(frozen=True)
-class Original:
-    """One setting as a source gave it: name, text and where from."""
-
-    name: str
-    text: str
-    origin: Origin
 
 
 class Endpoint(NamedTuple):
@@ -114,125 +65,6 @@ class Voter(NamedTuple):
     node_id: int
     host: str
     port: int
-
-
-# --- sources ---
-
-def parse_properties(text: str, where: str = "<properties>") -> list[tuple[str, str, int]]:
-    """(key, value, line number) of each entry, as java.util.Properties.load reads them; last one wins."""
-    lines = re.split(r"\r\n|\r|\n", text)
-    entries = []
-    index = 0
-    while index < len(lines):
-        line_number = index + 1
-        logical = lines[index].lstrip(_WHITESPACE)
-        index += 1
-        if not logical or logical[0] in "#!":
-            continue
-        while _ends_in_escape(logical):
-            logical = logical[:-1]
-            if index < len(lines):
-                logical += lines[index].lstrip(_WHITESPACE)
-                index += 1
-        key_end = _key_end(logical)
-        value_start = key_end
-        while value_start < len(logical) and logical[value_start] in _WHITESPACE:
-            value_start += 1
-        if value_start < len(logical) and logical[value_start] in "=:":
-            value_start += 1
-        while value_start < len(logical) and logical[value_start] in _WHITESPACE:
-            value_start += 1
-        location = f"{where}:{line_number}"
-        key, value = _unescape(logical[:key_end], location), _unescape(logical[value_start:], location)
-        entries.append((key, value, line_number))
-    return entries
-
-
-def _ends_in_escape(line: str) -> bool:
-    return (len(line) - len(line.rstrip("\\"))) % 2 == 1
-
-
-def _key_end(line: str) -> int:
-    index = 0
-    while index < len(line) and line[index] not in "=:" + _WHITESPACE:
-        index += 2 if line[index] == "\\" else 1
-    return min(index, len(line))
-
-
-def _unescape(raw: str, location: str) -> str:
-    out = []
-    index = 0
-    while index < len(raw):
-        char = raw[index]
-        if char != "\\" or index + 1 == len(raw):
-            out.append(char if char != "\\" else "")
-            index += 1
-        elif raw[index + 1] == "u":
-            digits = raw[index + 2 : index + 6]
-            if not re.fullmatch(r"[0-9a-fA-F]{4}", digits):
-                raise ConfigError(f"malformed \\uxxxx escape {raw[index:index + 6]!r} at {location}")
-            out.append(chr(int(digits, 16)))
-            index += 6
-        else:
-            out.append(_ESCAPES.get(raw[index + 1], raw[index + 1]))
-            index += 2
-    text = "".join(out)
-    try:  # \uD83D\uDE00: two escaped UTF-16 halves make one character, as in Java
-        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le")
-    except UnicodeDecodeError:
-        return text
-
-
-def file_originals(path: str) -> list[Original]:
-    """The settings of a server.properties file (read as UTF-8, else Latin-1 as Java does)."""
-    try:
-        with open(path, "rb") as file:
-            data = file.read()
-    except OSError as error:
-        raise ConfigError(f"cannot read config file {path}: {error.strerror}") from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        text = data.decode("latin-1")
-    entries = parse_properties(text, path)
-    return [Original(key, value, Origin(Source.FILE, f"{path}:{line}")) for key, value, line in entries]
-
-
-def environment_originals(environ: Mapping[str, str]) -> list[Original]:
-    """The settings among ``KBROKER_*`` variables; unknown ones come back under a guessed name, to be refused."""
-    originals = []
-    for variable, text in sorted(environ.items()):
-        if not variable.startswith(ENVIRONMENT_PREFIX):
-            continue
-        setting = SETTINGS_BY_ENVIRONMENT.get(variable)
-        name = setting.name if setting else variable[len(ENVIRONMENT_PREFIX):].lower().replace("_", ".")
-        originals.append(Original(name, text, Origin(Source.ENVIRONMENT, variable)))
-    return originals
-
-
-def override_originals(overrides: Iterable[str]) -> list[Original]:
-    """The settings of ``--override key=value`` arguments, in order."""
-    originals = []
-    for override in overrides:
-        name, equals, text = override.partition("=")
-        if not equals or not name.strip():
-            origin = Origin(Source.OVERRIDE, override)
-            raise ConfigError(f"--override expects key=value, got {override!r}", origin=origin)
-        originals.append(Original(name.strip(), text, Origin(Source.OVERRIDE, override)))
-    return originals
-
-
-def suggestion(name: str, environment: bool = False) -> str:
-    """A hint for an unknown setting name: its broker-level synonym, or the closest known name."""
-    def shown(known: str) -> str:
-        return f"{SETTINGS_BY_NAME[known].environment_variable} ({known})" if environment else known
-    if name in TOPIC_CONFIG_SYNONYMS:
-        return f"; {name} is a topic config, whose broker-wide default is {shown(TOPIC_CONFIG_SYNONYMS[name][0][0])}"
-    if name.startswith("log.") and name[4:] in TOPIC_CONFIG_SYNONYMS:  # log.segment.index.bytes
-        broker_name = TOPIC_CONFIG_SYNONYMS[name[4:]][0][0]
-        return f"; did you mean {shown(broker_name)}, the broker-wide default of topic config {name[4:]}?"
-    close = difflib.get_close_matches(name, SETTINGS_BY_NAME, n=1, cutoff=0.6)
-    return f"; did you mean {shown(close[0])}?" if close else ""
 
 
 # --- the configuration ---

@@ -23,7 +23,7 @@ import signal
 import sys
 import time
 
-logger = logging.getLogger("kbroker.mirror")
+logger = logging.getLogger("kbroker.tools.mirror")
 
 # What the target acknowledged is committed at the source this often, or after this many records:
 # what a killed mirror copies twice (it flushes the producer each time, so not much more often).

@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 import trio
 
-logger = logging.getLogger("kbroker.flusher")
+logger = logging.getLogger("kbroker.replication.flusher")
 
 Done = Callable[[object, BaseException | None], None]  # (job, error), called in the trio thread
 SYNCFS_MIN_JOBS = 16  # from this many waiting flush jobs, one syncfs instead of their fsyncs

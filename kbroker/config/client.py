@@ -22,10 +22,11 @@ import ssl
 import sys
 from dataclasses import dataclass
 
-from kbroker.config import ConfigError, file_originals
+from kbroker.config import ConfigError
+from kbroker.config.broker_config import SECURITY_PROTOCOLS
+from kbroker.config.sources import file_originals
 from kbroker.security.listener import jaas_login
 
-PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 _KNOWN = {"security.protocol", "ssl.truststore.location", "ssl.ca.location", "ssl.truststore.certificates",
           "ssl.keystore.location", "ssl.certificate.location", "ssl.key.location", "ssl.key.password",
           "ssl.keystore.password", "ssl.endpoint.identification.algorithm", "sasl.mechanism", "sasl.jaas.config",
@@ -48,8 +49,8 @@ class ClientSecurity:
         for name in sorted(set(settings) - _KNOWN):
             warn(f"kbroker: {path}: {name} is not used by the admin commands")
         protocol = settings.get("security.protocol", "PLAINTEXT").upper()
-        if protocol not in PROTOCOLS:
-            raise ConfigError(f"{path}: security.protocol={protocol} is not one of {', '.join(PROTOCOLS)}",
+        if protocol not in SECURITY_PROTOCOLS:
+            raise ConfigError(f"{path}: security.protocol={protocol} is not one of {', '.join(SECURITY_PROTOCOLS)}",
                               "security.protocol")
         context = _ssl_context(path, settings) if protocol in ("SSL", "SASL_SSL") else None
         if not protocol.startswith("SASL_"):

@@ -26,7 +26,7 @@ from kbroker.controller.channel import ControllerUnavailable
 from kbroker.wire.errors import ErrorCode
 from kbroker.wire.schema import API_BY_NAME
 
-logger = logging.getLogger("kbroker.isr")
+logger = logging.getLogger("kbroker.replication.isr")
 
 AlterPartitionRequest = API_BY_NAME["AlterPartition"].request_class
 _VERSION = 2

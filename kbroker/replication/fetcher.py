@@ -23,7 +23,7 @@ from kbroker.wire.frame import decode_response, encode_request, read_frame
 from kbroker.wire.records import iter_batches
 from kbroker.wire.schema import API_BY_NAME
 
-logger = logging.getLogger("kbroker.fetcher")
+logger = logging.getLogger("kbroker.replication.fetcher")
 
 FETCH = API_BY_NAME["Fetch"]
 FetchRequest = FETCH.request_class

@@ -3,7 +3,7 @@
 A batch is committed once every in-sync replica has it on disk; the high
 watermark is the end of what is committed, and consumers read below it
 (DESIGN.md, rule 5). The leader's own part is its fsynced end: many producers
-share each fsync (kbroker/flusher.py, group commit). A follower fsyncs what it
+share each fsync (kbroker/replication/flusher.py, group commit). A follower fsyncs what it
 fetched before it fetches again, so the offset it fetches from is what it holds
 durably; the leader's high watermark is the least of those offsets over the ISR
 and its own. With no other replica in the ISR (a single node, say) the high
@@ -12,7 +12,7 @@ watermark is simply the durable end of the log.
 As leader it also keeps the ISR honest (Kafka's rules): a follower that has not
 caught up with the log end for ``replica.lag.time.max.ms`` is dropped from it, one
 that reaches the high watermark is added back, each through AlterPartition at the
-controller (kbroker/isr.py); the image then says what the ISR is.
+controller (kbroker/replication/isr.py); the image then says what the ISR is.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import time
 
 import trio
 
-from kbroker.flusher import Flusher
+from kbroker.replication.flusher import Flusher
 from kbroker.log.partition_log import AppendResult, Log
 
 

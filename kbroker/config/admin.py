@@ -3,7 +3,7 @@
 Kafka is the reference (``ConfigHelper``, ``ConfigAdminManager``, ``ConfigurationControlManager``,
 ``ControllerConfigurationValidator``): a topic shows every topic config, its override if it has one
 (source DYNAMIC_TOPIC_CONFIG) else the broker-wide default; synonyms list the override, then the
-broker settings that can supply the default, layer by layer (kbroker/dynamic_broker_config.py). A
+broker settings that can supply the default, layer by layer (kbroker/config/dynamic.py). A
 broker shows every setting with the layer that gave it; the empty name shows the cluster-wide
 dynamic default. Overrides of topics and dynamic broker configs are ConfigRecords in the metadata
 log; a record with no value removes one.
@@ -20,8 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kbroker.config import BrokerConfig, ConfigError
-from kbroker.config_definitions import SETTINGS, SETTINGS_BY_NAME, TOPIC_CONFIG_SYNONYMS
-from kbroker.dynamic_broker_config import (APPEND, DEFAULT_CONFIG, DELETE, DYNAMIC_DEFAULT_BROKER_CONFIG, SET, SUBTRACT,
+from kbroker.config.definitions import SETTINGS, SETTINGS_BY_NAME, TOPIC_CONFIG_SYNONYMS
+from kbroker.config.dynamic import (APPEND, DEFAULT_CONFIG, DELETE, DYNAMIC_DEFAULT_BROKER_CONFIG, SET, SUBTRACT,
                                            ConfigLayers, DynamicConfigError, apply_incremental,
                                            check_dynamic_configs, is_read_only, setting_of)
 from kbroker.metadata import records
