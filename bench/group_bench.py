@@ -38,7 +38,7 @@ import confluent_kafka  # noqa: E402
 
 from broker_bench import BrokerUnderTest, free_port, tansu_binary  # noqa: E402
 from broker_bench_clients import create_topic  # noqa: E402
-from compat_tests.group_member import Member, balanced, wait_until  # noqa: E402
+from testkit.group_member import Member, balanced, wait_until  # noqa: E402
 from kbroker.wire.frame import decode_response, encode_request  # noqa: E402
 from kbroker.wire.schema import API_BY_NAME  # noqa: E402
 

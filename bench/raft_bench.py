@@ -27,9 +27,11 @@ BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO_DIR = os.path.dirname(BENCH_DIR)
 sys.path[:0] = [REPO_DIR]
 
-from compat_tests.quorum_process import Quorum  # noqa: E402
-from compat_tests.test_controller_quorum import CreateTopics, register_broker  # noqa: E402
+from testkit.quorum_process import Quorum, register_broker  # noqa: E402
 from kbroker.wire.errors import ErrorCode  # noqa: E402
+from kbroker.wire.schema import API_BY_NAME  # noqa: E402
+
+CreateTopics = API_BY_NAME["CreateTopics"].request_class
 
 
 class Proposer:

@@ -30,8 +30,8 @@ from confluent_kafka import Producer  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 from broker_bench_clients import produce_throughput  # noqa: E402
-from compat_tests.broker_process import BrokerProcess  # noqa: E402
-from compat_tests.quorum_process import Quorum, add_listener  # noqa: E402
+from testkit.broker_process import BrokerProcess  # noqa: E402
+from testkit.quorum_process import Quorum, add_listener  # noqa: E402
 
 PARTITIONS = 6
 DEADLINE_S = 300
@@ -47,7 +47,7 @@ def create(bootstrap: str, topic: str, replication: int) -> None:
 def tls_between_brokers(root: Path) -> Quorum:
     """Three combined nodes replicating over an SSL inter-broker listener with client certificates
     required (each fetch, marker and their answers encrypted); clients and the quorum on plaintext."""
-    from compat_tests.secure_broker import make_certificates
+    from testkit.secure_broker import make_certificates
 
     root.mkdir(parents=True)
     certificates = make_certificates(root)

@@ -28,7 +28,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import (AdminClient, NewTopic, ScramCredentialInfo, ScramMechanism,  # noqa: E402
                                    UserScramCredentialUpsertion)
 
-from compat_tests.secure_broker import SecureBroker, make_certificates  # noqa: E402
+from testkit.secure_broker import SecureBroker, make_certificates  # noqa: E402
 
 WAYS = ["PLAINTEXT", "SSL", "SCRAM-SHA-512", "PLAIN"]
 DEADLINE_S = 120

@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from kio.serial import entity_reader, entity_writer  # noqa: E402
 
-from tests.wire.kio_bridge import kio_class, to_kio  # noqa: E402
+from testkit.kio_bridge import kio_class, to_kio  # noqa: E402
 from kbroker.wire.records import build_batch, Record  # noqa: E402
 from kbroker.wire.schema import API_BY_NAME, EncodeBuffer  # noqa: E402
 

@@ -12,7 +12,7 @@ import socket
 import struct
 import threading
 
-from compat_tests.link_proxy import close_connections as _close
+from testkit.link_proxy import close_connections as _close
 
 _SIZE = struct.Struct(">i")
 _PRODUCE = 0

@@ -13,7 +13,7 @@ import uuid
 
 import pytest
 
-from compat_tests.broker_process import BrokerProcess, free_port
+from testkit.broker_process import BrokerProcess, free_port
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 trustme = pytest.importorskip("trustme", reason="the trustme package (test extra) makes the TLS certificates")

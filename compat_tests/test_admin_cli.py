@@ -13,8 +13,8 @@ import time
 
 import pytest
 
-from compat_tests.broker_process import BrokerProcess, free_port
-from compat_tests.quorum_process import until
+from testkit.broker_process import BrokerProcess, free_port
+from testkit.quorum_process import until
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, TopicPartition  # noqa: E402
@@ -290,7 +290,7 @@ def test_read_only_commands_work_against_tansu(tansu):
 
 @pytest.mark.slow
 def test_cluster_status_of_a_three_node_cluster_shows_its_quorum(tmp_path):
-    from compat_tests.quorum_process import Quorum
+    from testkit.quorum_process import Quorum
 
     cluster = Quorum(tmp_path, combined=True)
     try:

@@ -15,7 +15,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from compat_tests.quorum_process import Quorum, find_coordinator, until
+from testkit.quorum_process import Quorum, find_coordinator, until
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -11,7 +11,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from compat_tests.quorum_process import Quorum, find_coordinator, read_to_end, until
+from testkit.quorum_process import Quorum, find_coordinator, read_to_end, until
 from compat_tests.test_cluster_coordinators import COORDINATOR_SETTINGS
 
 pytestmark = pytest.mark.timeout(300)

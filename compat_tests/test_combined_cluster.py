@@ -21,8 +21,8 @@ from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, 
 from kafka import KafkaAdminClient, KafkaConsumer
 from kafka.admin import NewTopic as KafkaPythonNewTopic
 
-from compat_tests import raw_client
-from compat_tests.quorum_process import Quorum, until
+from testkit import raw_client
+from testkit.quorum_process import Quorum, until
 from kbroker.wire.errors import ErrorCode
 from kbroker.wire.records import Record, build_batch
 from kbroker.wire.schema import API_BY_NAME

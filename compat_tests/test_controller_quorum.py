@@ -10,11 +10,10 @@
 from __future__ import annotations
 
 import time
-import uuid
 
 import pytest
 
-from compat_tests.quorum_process import Quorum, until
+from testkit.quorum_process import Quorum, register_broker, until
 from kbroker.controller.dump import dump
 from kbroker.wire.errors import ErrorCode
 from kbroker.wire.schema import API_BY_NAME
@@ -26,37 +25,6 @@ LONG_SESSIONS = ("broker.session.timeout.ms=600000",)  # the brokers registered 
 SMALL_SNAPSHOTS = ("metadata.log.max.record.bytes.between.snapshots=3000", "metadata.log.segment.bytes=4096")
 
 CreateTopics = API_BY_NAME["CreateTopics"].request_class
-Registration = API_BY_NAME["BrokerRegistration"].request_class
-Heartbeat = API_BY_NAME["BrokerHeartbeat"].request_class
-
-
-def register_broker(quorum: Quorum, broker_id: int) -> None:
-    """A broker as the controllers see one: registered, then unfenced by a caught-up heartbeat."""
-    cluster_id = dump_cluster_id(quorum)
-    listener = Registration.Listener(name="PLAINTEXT", host="127.0.0.1", port=9000 + broker_id, security_protocol=0)
-    registration = Registration(broker_id=broker_id, cluster_id=cluster_id, incarnation_id=uuid.uuid4(),
-                                listeners=[listener], features=[], rack=None)
-
-    def registered():  # the leader takes it once it has applied its predecessors' changes (is active)
-        leader = quorum.leader()
-        response = leader.call("BrokerRegistration", 0, registration)
-        assert response.error_code in (ErrorCode.NONE, ErrorCode.NOT_CONTROLLER), response
-        return (leader, response) if response.error_code == ErrorCode.NONE else None
-    leader, response = until(registered, 10, "a registration")
-    beat = leader.call("BrokerHeartbeat", 0, Heartbeat(broker_id=broker_id, broker_epoch=response.broker_epoch,
-                                                       current_metadata_offset=1 << 40, want_fence=False,
-                                                       want_shut_down=False))
-    assert (beat.error_code, beat.is_fenced) == (ErrorCode.NONE, False), beat
-
-
-def dump_cluster_id(quorum: Quorum) -> str:
-    from kbroker.controller.controller import quorum_cluster_id
-    from kbroker.config import BrokerConfig
-
-    return quorum_cluster_id(BrokerConfig.from_mapping({
-        "process.roles": "controller", "node.id": 1, "controller.listener.names": "CONTROLLER",
-        "listeners": f"CONTROLLER://127.0.0.1:{quorum.node(1).controller_port}",
-        "controller.quorum.voters": quorum.voters}))
 
 
 class Creator:

@@ -6,7 +6,7 @@ import confluent_kafka
 import confluent_kafka.admin as admin
 import pytest
 
-from compat_tests.broker_process import BrokerProcess
+from testkit.broker_process import BrokerProcess
 
 KILLS = 5
 

@@ -18,8 +18,8 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource, NewTopic
 
-from compat_tests import raw_client
-from compat_tests.quorum_process import Quorum, until
+from testkit import raw_client
+from testkit.quorum_process import Quorum, until
 from kbroker.testing import running_broker
 from kbroker.wire.errors import ErrorCode
 from kbroker.wire.schema import API_BY_NAME
@@ -246,7 +246,7 @@ def test_an_invalid_value_is_refused(broker):
 # --- (b), (c): a TLS listener's key store, and a SASL listener's JAAS config ---
 
 def test_a_listener_key_store_replaced_at_runtime_serves_new_connections(tmp_path):
-    from compat_tests.secure_broker import PLAIN_JAAS, SecureBroker, make_certificates, trustme
+    from testkit.secure_broker import PLAIN_JAAS, SecureBroker, make_certificates, trustme
 
     certificates = make_certificates(tmp_path)
     new_ca = trustme.CA()

@@ -26,7 +26,7 @@ import confluent_kafka
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from compat_tests.broker_process import BrokerProcess
+from testkit.broker_process import BrokerProcess
 from compat_tests.test_transactions import BROKER_SETTINGS, list_offsets
 from compat_tests.txn_checker import Transaction, check
 

@@ -13,7 +13,7 @@ import confluent_kafka
 import confluent_kafka.admin as admin
 import pytest
 
-from compat_tests.broker_process import BrokerProcess
+from testkit.broker_process import BrokerProcess
 from kbroker.testing import running_broker
 from kbroker.wire.errors import ErrorCode
 from kbroker.wire.frame import decode_response, encode_request

@@ -22,8 +22,8 @@ import time
 import confluent_kafka.admin as admin
 import pytest
 
-from compat_tests.broker_process import BrokerProcess
-from compat_tests.group_member import Member, balanced, wait_until
+from testkit.broker_process import BrokerProcess
+from testkit.group_member import Member, balanced, wait_until
 
 ROUNDS = 50
 ROUNDS_PER_BROKER = 5

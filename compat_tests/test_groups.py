@@ -14,8 +14,8 @@ import confluent_kafka
 import confluent_kafka.admin as admin
 import pytest
 
-from compat_tests.broker_process import BrokerProcess
-from compat_tests.group_member import (
+from testkit.broker_process import BrokerProcess
+from testkit.group_member import (
     BackgroundProducer, Member, balanced, check_everything_processed, check_resumed_at_committed, committed_offsets, wait_until,
 )
 

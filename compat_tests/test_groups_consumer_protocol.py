@@ -10,8 +10,8 @@ import confluent_kafka
 import confluent_kafka.admin as admin
 import pytest
 
-from compat_tests.broker_process import BrokerProcess
-from compat_tests.group_member import Member, balanced, wait_until
+from testkit.broker_process import BrokerProcess
+from testkit.group_member import Member, balanced, wait_until
 from compat_tests.test_groups import (
     BROKER_OVERRIDES, CALL_TIMEOUT_S, HEARTBEAT_INTERVAL_MS, PARTITIONS, SESSION_TIMEOUT_MS, SETTLE_TIMEOUT_S, churn, create_topic,
     owners, three_members_share_and_hand_over,

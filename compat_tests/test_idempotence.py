@@ -11,7 +11,7 @@ import confluent_kafka
 import kafka
 import pytest
 
-from compat_tests.broker_process import BrokerProcess, free_port
+from testkit.broker_process import BrokerProcess, free_port
 from compat_tests.cutting_proxy import CuttingProxy
 
 COUNT = 3_000

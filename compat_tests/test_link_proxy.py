@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from compat_tests.link_proxy import FROM_LISTENER, TOWARDS_LISTENER, LinkProxy, close_connections, owner_of
+from testkit.link_proxy import FROM_LISTENER, TOWARDS_LISTENER, LinkProxy, close_connections, owner_of
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from compat_tests.broker_process import BrokerProcess, free_port
-from compat_tests.quorum_process import Quorum
+from testkit.broker_process import BrokerProcess, free_port
+from testkit.quorum_process import Quorum
 from kbroker.event_log import is_protocol_step
 
 confluent_kafka = pytest.importorskip("confluent_kafka")

@@ -10,9 +10,9 @@ import urllib.request
 
 import pytest
 
-from compat_tests import raw_client
-from compat_tests.broker_process import BrokerProcess, free_port
-from compat_tests.quorum_process import Quorum, until
+from testkit import raw_client
+from testkit.broker_process import BrokerProcess, free_port
+from testkit.quorum_process import Quorum, until
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 prometheus_parser = pytest.importorskip("prometheus_client.parser")

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from compat_tests.broker_process import BrokerProcess
+from testkit.broker_process import BrokerProcess
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402

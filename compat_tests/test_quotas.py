@@ -13,8 +13,8 @@ import time
 
 import pytest
 
-from compat_tests import raw_client
-from compat_tests.broker_process import BrokerProcess
+from testkit import raw_client
+from testkit.broker_process import BrokerProcess
 from kbroker.wire.errors import ErrorCode
 from kbroker.wire.frame import encode_request
 from kbroker.wire.schema import API_BY_NAME

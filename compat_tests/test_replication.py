@@ -25,8 +25,8 @@ from kafka import KafkaAdminClient
 from kafka import TopicPartition as KafkaTopicPartition
 from kafka.admin import NewTopic as KafkaNewTopic
 
-from compat_tests import raw_client
-from compat_tests.quorum_process import Quorum, read_to_end, until
+from testkit import raw_client
+from testkit.quorum_process import Quorum, read_to_end, until
 from compat_tests.replication_checker import check
 from kbroker.log.partition_log import Log
 from kbroker.wire.errors import ErrorCode

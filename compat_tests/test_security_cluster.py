@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from compat_tests import raw_client
-from compat_tests.quorum_process import Quorum, add_listener, read_to_end, until
-from compat_tests.secure_broker import make_certificates
+from testkit import raw_client
+from testkit.quorum_process import Quorum, add_listener, read_to_end, until
+from testkit.secure_broker import make_certificates
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition  # noqa: E402

@@ -13,7 +13,7 @@ import uuid
 
 import pytest
 
-from compat_tests.secure_broker import PASSWORDS, SecureBroker, make_certificates
+from testkit.secure_broker import PASSWORDS, SecureBroker, make_certificates
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 kafka = pytest.importorskip("kafka")
@@ -194,7 +194,7 @@ def test_a_requested_client_certificate_names_the_client_when_given_and_is_not_n
     not trust is refused all the same (the request log names each principal)."""
     from cryptography import x509
 
-    from compat_tests.broker_process import BrokerProcess, free_port
+    from testkit.broker_process import BrokerProcess, free_port
 
     certificates = make_certificates(tmp_path)
     ssl_port = free_port()

@@ -32,7 +32,7 @@ import kafka
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from compat_tests.broker_process import BrokerProcess
+from testkit.broker_process import BrokerProcess
 from compat_tests.test_errors import call
 from kbroker.wire.schema import API_BY_NAME
 

@@ -10,7 +10,7 @@ import uuid
 import pytest
 import trio
 
-from compat_tests import raw_client
+from testkit import raw_client
 from kbroker.config import BrokerConfig
 from kbroker.controller.controller import Controller
 from kbroker.controller.state import decode_change, encode_change, image_records

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from kio.serial import entity_reader, entity_writer
 
-from tests.wire.kio_bridge import NotComparable, from_kio, kio_class, to_kio
+from testkit.kio_bridge import NotComparable, from_kio, kio_class, to_kio
 from tests.wire.values import value_strategy
 from kbroker.wire.schema import API_BY_KEY
 

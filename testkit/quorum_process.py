@@ -8,14 +8,18 @@ import os
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
-from compat_tests import raw_client
-from compat_tests.broker_process import TEST_SETTINGS, BrokerProcess, free_port
-from compat_tests.link_proxy import LinkProxy, owner_of
+from testkit import raw_client
+from testkit.broker_process import TEST_SETTINGS, BrokerProcess, free_port
+from testkit.link_proxy import LinkProxy, owner_of
+from kbroker.wire.errors import ErrorCode
 from kbroker.wire.schema import API_BY_NAME
 
 DescribeQuorumRequest = API_BY_NAME["DescribeQuorum"].request_class
+Registration = API_BY_NAME["BrokerRegistration"].request_class
+Heartbeat = API_BY_NAME["BrokerHeartbeat"].request_class
 FindCoordinatorRequest = API_BY_NAME["FindCoordinator"].request_class
 
 QUICK_QUORUM = ("controller.quorum.election.timeout.ms=1000", "controller.quorum.fetch.timeout.ms=1000",
@@ -236,3 +240,32 @@ def read_to_end(consumer, partitions: int, timeout_s: float = 120) -> list[tuple
             continue
         read.append((message.partition(), message.offset(), message.value()))
     return read
+
+
+def register_broker(quorum: Quorum, broker_id: int) -> None:
+    """A broker as the controllers see one: registered, then unfenced by a caught-up heartbeat."""
+    cluster_id = dump_cluster_id(quorum)
+    listener = Registration.Listener(name="PLAINTEXT", host="127.0.0.1", port=9000 + broker_id, security_protocol=0)
+    registration = Registration(broker_id=broker_id, cluster_id=cluster_id, incarnation_id=uuid.uuid4(),
+                                listeners=[listener], features=[], rack=None)
+
+    def registered():  # the leader takes it once it has applied its predecessors' changes (is active)
+        leader = quorum.leader()
+        response = leader.call("BrokerRegistration", 0, registration)
+        assert response.error_code in (ErrorCode.NONE, ErrorCode.NOT_CONTROLLER), response
+        return (leader, response) if response.error_code == ErrorCode.NONE else None
+    leader, response = until(registered, 10, "a registration")
+    beat = leader.call("BrokerHeartbeat", 0, Heartbeat(broker_id=broker_id, broker_epoch=response.broker_epoch,
+                                                       current_metadata_offset=1 << 40, want_fence=False,
+                                                       want_shut_down=False))
+    assert (beat.error_code, beat.is_fenced) == (ErrorCode.NONE, False), beat
+
+
+def dump_cluster_id(quorum: Quorum) -> str:
+    from kbroker.controller.controller import quorum_cluster_id
+    from kbroker.config import BrokerConfig
+
+    return quorum_cluster_id(BrokerConfig.from_mapping({
+        "process.roles": "controller", "node.id": 1, "controller.listener.names": "CONTROLLER",
+        "listeners": f"CONTROLLER://127.0.0.1:{quorum.node(1).controller_port}",
+        "controller.quorum.voters": quorum.voters}))

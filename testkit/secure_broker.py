@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from compat_tests.broker_process import BrokerProcess, free_port
+from testkit.broker_process import BrokerProcess, free_port
 
 trustme = pytest.importorskip("trustme", reason="the trustme package (test extra) makes the TLS certificates")
 

@@ -1,6 +1,6 @@
 """One consumer-group member in a process of its own, and the test side's handle on it.
 
-Run as a worker (``python -m compat_tests.group_member --client CLIENT ...``) it
+Run as a worker (``python -m testkit.group_member --client CLIENT ...``) it
 subscribes to one topic in one group with a stock client, and after every
 poll that returned records it commits synchronously (confluent-kafka and
 aiokafka also commit in their revocation callbacks, as applications do). It
@@ -331,7 +331,7 @@ class Member:
     def __init__(self, client: str, bootstrap: str, group: str, topic: str, name: str, log_dir, *, instance_id: str | None = None,
                  session_timeout_ms: int = 6000, heartbeat_interval_ms: int = 500, wait_for_start: bool = False) -> None:
         self.name = name
-        self.command = [sys.executable, "-m", "compat_tests.group_member", "--client", client, "--bootstrap", bootstrap, "--group", group,
+        self.command = [sys.executable, "-m", "testkit.group_member", "--client", client, "--bootstrap", bootstrap, "--group", group,
                         "--topic", topic, "--name", name, "--session-timeout-ms", str(session_timeout_ms),
                         "--heartbeat-interval-ms", str(heartbeat_interval_ms), *(["--instance-id", instance_id] if instance_id else []),
                         *(["--wait-for-start"] if wait_for_start else [])]
