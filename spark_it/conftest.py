@@ -16,7 +16,7 @@ import confluent_kafka
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from compat_tests.broker_process import BrokerProcess
+from testkit.broker_process import BrokerProcess
 from spark_it.connector import ConnectorMissing, find_connector
 
 POLL_TIMEOUT_S = 60
