@@ -34,6 +34,23 @@ from kbroker.wire.records import ControlRecordType, Record, build_batch, decode_
 
 logger = logging.getLogger(__name__)
 
+
+def encode_record(records, key, value) -> tuple[bytes, bytes | None]:
+    """A coordinator's record as stored, by its ``records`` module (group or txn): key, and value or
+    None for a tombstone."""
+    return records.encode_key(key), None if value is None else records.encode_value(value)
+
+
+def decode_record(records, topic: str, partition: int, record) -> tuple[object, object] | None:
+    """A stored coordinator record's (key, value) by its ``records`` module, or None when it cannot be
+    read: the coordinator skips it, as Kafka's loaders skip what they do not know, and says so."""
+    try:
+        key = records.decode_key(record.key)
+        return key, records.decode_value(key, record.value)
+    except DecodeError as error:
+        logger.warning("%s-%d: skipping a record: %s", topic, partition, error)
+        return None
+
 _LOAD_READ_BYTES = 1 << 20
 _LOAD_RECORDS_PER_TURN = 1000
 _WAITER_LIMIT_S = 30 * 60 + 60  # beyond the longest timeout a client may ask a coordinator to wait

@@ -8,13 +8,8 @@ metadata image as the KIP-848 groups see it.
 
 from __future__ import annotations
 
-import logging
-
-from kbroker.coordinator_runtime import CoordinatorRuntime, now_ms
+from kbroker.coordinator_runtime import CoordinatorRuntime, decode_record, encode_record, now_ms
 from kbroker.topics import TopicRequest
-from kbroker.wire import DecodeError
-
-logger = logging.getLogger(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"
 
@@ -68,17 +63,15 @@ class GroupShell(CoordinatorRuntime):
     def encode(self, key, value) -> tuple[bytes, bytes | None]:
         from kbroker.group import records
 
-        return records.encode_key(key), None if value is None else records.encode_value(value)
+        return encode_record(records, key, value)
 
     def replay(self, partition: int, record, producer_id: int | None) -> None:
         from kbroker.group import records
 
-        try:
-            key = records.decode_key(record.key)
-            value = records.decode_value(key, record.value)
-        except DecodeError as error:
-            logger.warning("%s-%d: skipping a record: %s", OFFSETS_TOPIC, partition, error)
+        decoded = decode_record(records, OFFSETS_TOPIC, partition, record)
+        if decoded is None:
             return
+        key, value = decoded
         if producer_id is not None and isinstance(key, records.OffsetCommitKey):
             self.coordinator.offsets.replay_transactional(producer_id, key, value)
         else:

@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import logging
 
-from kbroker.coordinator_runtime import CoordinatorRuntime, now_ms
+from kbroker.coordinator_runtime import CoordinatorRuntime, decode_record, encode_record, now_ms
 from kbroker.group.shell import OFFSETS_TOPIC
 from kbroker.topics import TopicRequest
 from kbroker.txn.remote import write_markers_anywhere
-from kbroker.wire import DecodeError
 from kbroker.wire.errors import ErrorCode
 
 logger = logging.getLogger(__name__)
@@ -66,18 +65,14 @@ class TxnShell(CoordinatorRuntime):
     def encode(self, key, value) -> tuple[bytes, bytes | None]:
         from kbroker.txn import records
 
-        return records.encode_key(key), None if value is None else records.encode_value(value)
+        return encode_record(records, key, value)
 
     def replay(self, partition: int, record, producer_id: int | None) -> None:
         from kbroker.txn import records
 
-        try:
-            key = records.decode_key(record.key)
-            value = records.decode_value(key, record.value)
-        except DecodeError as error:
-            logger.warning("%s-%d: skipping a record: %s", TRANSACTION_STATE_TOPIC, partition, error)
-            return
-        self.coordinator.replay(key, value, now_ms())
+        decoded = decode_record(records, TRANSACTION_STATE_TOPIC, partition, record)
+        if decoded is not None:
+            self.coordinator.replay(*decoded, now_ms())
 
     def partition_of(self, transactional_id: str) -> int:
         from kbroker.txn.records import coordinator_partition

@@ -100,3 +100,17 @@ def test_the_coordinating_partition_is_kafkas():
     assert records.coordinator_partition("test-group", 50) == 627841412 % 50
     assert records.coordinator_partition("été-\U0001F600", 1000) == 1803456526 % 1000
     assert records.coordinator_partition("polygenelubricants", 50) == 0  # Utils.abs(MIN_VALUE) is 0
+
+
+def test_the_coordinators_share_one_record_codec_and_skip_what_they_cannot_read(caplog):
+    """Group and transaction shells store and replay through coordinator_runtime's encode/decode_record."""
+    from kbroker.coordinator_runtime import decode_record, encode_record
+    from kbroker.group import records
+    from kbroker.wire.records import Record
+
+    key = records.OffsetCommitKey(group="g", topic="t", partition=0)
+    stored_key, tombstone = encode_record(records, key, None)
+    assert tombstone is None
+    assert decode_record(records, "__consumer_offsets", 3, Record(key=stored_key, value=None))[0] == key
+    assert decode_record(records, "__consumer_offsets", 3, Record(key=b"\x7f\x7f", value=b"")) is None
+    assert "__consumer_offsets-3: skipping a record" in caplog.text
