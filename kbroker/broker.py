@@ -22,12 +22,13 @@ from dataclasses import dataclass, replace
 import trio
 
 from kbroker.config import BrokerConfig, ConfigError
+from kbroker.config.definitions import LONG_MAX
 from kbroker.controller.channel import ControllerChannel, ControllerUnavailable
 from kbroker.data_directories import DataDirectories
 from kbroker.config.dynamic import ConfigLayers
 from kbroker.lifecycle import BrokerLifecycle
 from kbroker.replication.fetcher import ReplicaFetchers
-from kbroker.replication.flusher import Flusher
+from kbroker.replication.flusher import Flusher, flush_dirty_logs
 from kbroker.replication.isr import IsrManager
 from kbroker.txn.remote import VerificationGuards
 from kbroker.group.shell import GroupShell
@@ -416,6 +417,8 @@ class Broker:
                 await nursery.start(self.groups.run)
                 await nursery.start(self.transactions.run)
                 nursery.start_soon(self.maintenance.run)
+                if self.config.log_flush_scheduler_interval_ms < LONG_MAX:  # Kafka's default: never looks
+                    nursery.start_soon(flush_dirty_logs, self.replicas, self.config.log_flush_scheduler_interval_ms)
                 endpoint = self._advertised_endpoint(settings)
                 if self.lifecycle is not None:
                     # As Kafka's brokers: serve clients once the quorum has this broker registered, caught up

@@ -76,6 +76,7 @@ class AppendResult:
     offset_of_max_timestamp: int
     batch_count: int
     duplicate: bool = False  # a retried batch already in the log; offsets are the original ones
+    flush_messages_reached: bool = False  # flush.messages unflushed messages: the caller should fsync now
 
 
 @dataclass
@@ -124,7 +125,6 @@ class Log:
         self._base_offsets: list[int] = []
         self.log_start_offset = 0
         self.recovery_point = 0
-        self._unflushed_messages = 0
         self._truncations = 0  # bumped whenever the end moves back; flush jobs begun before count for nothing
         self._last_flush_ms = _now_ms()
         self._retired: list[tuple[int, LogSegment]] = []
@@ -342,10 +342,10 @@ class Log:
         self._maybe_roll(len(view), first_offset, last_offset, now_ms)
         self.active_segment.append(view, last_offset, max_timestamp, offset_of_max, first_timestamp, first_offset)
         self._update_producer_state(view, applied)
-        self._unflushed_messages += last_offset - first_offset + 1
-        if self._unflushed_messages >= self.config.flush_messages:
-            self.flush()
-        return AppendResult(first_offset, last_offset, append_time, max_timestamp, offset_of_max, batch_count)
+        # Kafka's UnifiedLog.append flushes here; the fsync is the caller's to run off its thread.
+        reached = self.unflushed_messages >= self.config.flush_messages
+        return AppendResult(first_offset, last_offset, append_time, max_timestamp, offset_of_max, batch_count,
+                            flush_messages_reached=reached)
 
     def _check_producer_state(self, view, batches, origin: str) -> DuplicateBatch | None:
         for position, header in batches:
@@ -602,8 +602,6 @@ class Log:
             self.recovery_point = min(job.target_offset, self.log_end_offset)
         if job.epoch_writes and self.leader_epochs is not None:
             self.leader_epochs.synced(job.epoch_writes)
-        if self.recovery_point >= self.log_end_offset:
-            self._unflushed_messages = 0
         self._last_flush_ms = _now_ms()
 
     def flush(self) -> None:
@@ -614,8 +612,14 @@ class Log:
         job.run()
         self.complete_flush(job)
 
+    @property
+    def unflushed_messages(self) -> int:
+        """Offsets appended since the last flush (Kafka's LocalLog.unflushedMessages)."""
+        return max(0, self.log_end_offset - self.recovery_point)
+
     def flush_due(self, now_ms: int | None = None) -> bool:
-        """Whether ``flush.ms`` says the unflushed data should be fsynced now."""
+        """Whether ``flush.ms`` says the unflushed data should be fsynced now (Kafka's
+        LogManager.flushDirtyLogs asks this of every log each ``log.flush.scheduler.interval.ms``)."""
         now_ms = _now_ms() if now_ms is None else now_ms
         return self.recovery_point < self.log_end_offset and now_ms - self._last_flush_ms >= self.config.flush_ms
 

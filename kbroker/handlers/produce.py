@@ -2,7 +2,8 @@
 
 Batches stay opaque: the header and CRC are checked and offsets stamped by
 the log; records are never decoded here. acks=0 gets no response, acks=1 is
-answered once the batch is in the log, acks=all once it is fsynced.
+answered once the batch is in the log (and fsynced, when it reached the topic's
+flush.messages, as in Kafka), acks=all once it is fsynced.
 
 The exceptions to opaqueness are a topic whose ``compression.type`` names a
 codec: a batch compressed otherwise is decoded and rebuilt with that codec,
@@ -99,7 +100,20 @@ async def handle(broker, context, request):
                     result.error_code = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
 
         return handlers.Deferred(response, committed)
+    flushing = [(partition, last_offset, result) for _, partition, last_offset, result in durable_waits
+                if partition.flush_policy_waits(last_offset)]
+    if request.acks == 1 and flushing:
+        return handlers.Deferred(response, lambda: _wait_flushed(flushing))
     return None if request.acks == 0 else response
+
+
+async def _wait_flushed(flushing) -> None:
+    """flush.messages reached: Kafka's append fsyncs before it returns, so acks=1 is answered after the fsync."""
+    for partition, last_offset, result in flushing:
+        try:
+            await partition.wait_durable(last_offset)
+        except OSError:
+            result.error_code = ErrorCode.KAFKA_STORAGE_ERROR
 
 
 def _append(broker, transactional_id: str | None, partition, records, result, version: int,

@@ -10,6 +10,13 @@ When many partitions wait at once (a producer writing to hundreds of them),
 one ``syncfs`` of their filesystem replaces their fsyncs: it makes every
 file, index and directory entry on it durable in a single journal commit,
 where separate fsyncs would each pay for one.
+
+The broker starts a flush after every append (the high watermark waits for
+it), so Kafka's flush policy rarely finds anything left to do; it still holds
+where it is stricter: ``flush.messages`` unflushed messages start an fsync as
+they are appended (kbroker/replication/replica.py), and :func:`flush_dirty_logs`
+flushes data older than ``flush.ms``, looking every
+``log.flush.scheduler.interval.ms`` (Kafka's LogManager.flushDirtyLogs).
 """
 
 from __future__ import annotations
@@ -79,6 +86,14 @@ class Flusher:
                 self._token.run_sync_soon(_deliver, results)
             except trio.RunFinishedError:
                 return
+
+
+async def flush_dirty_logs(replicas: Callable[[], list], interval_ms: int) -> None:
+    """Every ``interval_ms``, each partition whose unflushed data is older than its ``flush.ms`` starts an fsync."""
+    while True:
+        await trio.sleep(interval_ms / 1000)
+        for partition in replicas():
+            partition.flush_if_due()
 
 
 def _run_job(job) -> BaseException | None:

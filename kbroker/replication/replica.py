@@ -44,6 +44,7 @@ class Partition:
         self._flushing: trio.Event | None = None  # set when the fsync under way is done
         self._flush_error: BaseException | None = None
         self._wanted = -1  # the highest offset someone asked to be made durable
+        self._flush_policy_wanted = -1  # the highest offset whose append reached flush.messages
         self._advanced = trio.Event()  # set (and replaced) whenever the high watermark moves
         self._appended = trio.Event()  # set (and replaced) whenever the log grows (followers' fetches wait on it)
         # The high watermark when others' copies count (a replicated partition); None: the durable end.
@@ -150,11 +151,30 @@ class Partition:
         """Append as leader (offsets and this leader's epoch stamped in place); followers' fetches wake."""
         result = self.log.append(records, leader_epoch=self.leader_epoch, **options)
         self._wake_fetchers()
+        self._apply_flush_policy(result)
         return result
 
     def append_replicated(self, records) -> AppendResult:
         """Append as follower: the leader's batches with their offsets and epochs."""
-        return self.log.append(records, assign_offsets=False, origin="replication")
+        result = self.log.append(records, assign_offsets=False, origin="replication")
+        self._apply_flush_policy(result)
+        return result
+
+    def _apply_flush_policy(self, result: AppendResult) -> None:
+        """flush.messages reached: the fsync Kafka's append makes in place starts now, on the flusher thread."""
+        if result.flush_messages_reached:
+            self._flush_policy_wanted = max(self._flush_policy_wanted, result.last_offset)
+            self.start_flush(result.last_offset)
+
+    def flush_policy_waits(self, offset: int) -> bool:
+        """Whether the append that wrote ``offset`` reached flush.messages and is not fsynced yet: Kafka
+        answers such an append only after its fsync, whatever the acks."""
+        return self.log.recovery_point <= offset <= self._flush_policy_wanted
+
+    def flush_if_due(self, now_ms: int | None = None) -> None:
+        """flush.ms: unflushed data older than that is fsynced (Kafka's LogManager.flushDirtyLogs)."""
+        if self.log.flush_due(now_ms):
+            self.start_flush(self.log.log_end_offset - 1)
 
     def _wake_fetchers(self) -> None:
         appended, self._appended = self._appended, trio.Event()
