@@ -1,8 +1,8 @@
 """DeleteRecords (21): move partitions' log start offsets forward; the low watermark is the new start."""
 
 from kbroker import handlers
-from kbroker.security.acls import AclOperation, ResourceType
-from kbroker.security.authorization import allowed
+from kbroker.handlers.partition_guard import guard_topic
+from kbroker.security.acls import AclOperation
 from kbroker.wire.errors import ErrorCode
 from kbroker.wire.schema import API_BY_NAME
 
@@ -17,22 +17,14 @@ HIGH_WATERMARK = -1  # "delete everything readable", as DeleteRecordsRequest.HIG
 async def handle(broker, context, request):
     topics, moved = [], False
     for wanted_topic in request.topics:
-        topic = broker.image.topics.get(wanted_topic.name)
-        deletable = allowed(broker, context, AclOperation.DELETE, ResourceType.TOPIC, wanted_topic.name)
+        guard = guard_topic(broker, context, AclOperation.DELETE, name=wanted_topic.name)
         results = []
         for wanted in wanted_topic.partitions:
             result = PartitionResult(partition_index=wanted.partition_index, low_watermark=-1)
             results.append(result)
-            if not deletable:
-                result.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            partition, result.error_code = guard.partition(wanted.partition_index)
+            if partition is None:
                 continue
-            if topic is None or not 0 <= wanted.partition_index < len(topic.partitions):
-                result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                continue
-            if not broker.leads(topic, wanted.partition_index):
-                result.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
-                continue
-            partition = broker.partition(topic.name, wanted.partition_index)
             result.error_code = _delete_below(partition, wanted.offset)
             if result.error_code == ErrorCode.NONE:
                 result.low_watermark = partition.log.log_start_offset

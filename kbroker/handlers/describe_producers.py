@@ -1,9 +1,8 @@
 """DescribeProducers (61): the active idempotent and transactional producers of partitions."""
 
 from kbroker import handlers
-from kbroker.security.acls import AclOperation, ResourceType
-from kbroker.security.authorization import allowed
-from kbroker.wire.errors import ErrorCode
+from kbroker.handlers.partition_guard import guard_topic
+from kbroker.security.acls import AclOperation
 from kbroker.wire.schema import API_BY_NAME
 
 DescribeProducersResponse = API_BY_NAME["DescribeProducers"].response_class
@@ -16,19 +15,17 @@ ProducerResult = PartitionResult.ProducerState
 async def handle(broker, context, request):
     topics = []
     for wanted_topic in request.topics:
-        topic = broker.image.topics.get(wanted_topic.name)
+        guard = guard_topic(broker, context, AclOperation.READ, name=wanted_topic.name)
         results = []
-        readable = allowed(broker, context, AclOperation.READ, ResourceType.TOPIC, wanted_topic.name)
         for index in wanted_topic.partition_indexes:
-            if not readable:
-                results.append(PartitionResult(partition_index=index, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED))
-                continue
-            if topic is None or not 0 <= index < len(topic.partitions):
-                results.append(PartitionResult(partition_index=index, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
-                continue
-            state = broker.partition(topic.name, index).log.producer_state
-            producers = [_producer(producer_id, entry) for producer_id, entry in sorted(state.producer_entries().items())]
-            results.append(PartitionResult(partition_index=index, active_producers=producers))
+            result = PartitionResult(partition_index=index)
+            results.append(result)
+            # A follower answers too (Kafka's ReplicaManager.activeProducerState), from its own copy.
+            partition, result.error_code = guard.partition(index, require_leader=False)
+            if partition is not None:
+                state = partition.log.producer_state
+                result.active_producers = [_producer(producer_id, entry)
+                                           for producer_id, entry in sorted(state.producer_entries().items())]
         topics.append(TopicResult(name=wanted_topic.name, partitions=results))
     return DescribeProducersResponse(topics=topics)
 

@@ -16,9 +16,10 @@ import time
 import trio
 
 from kbroker import handlers
-from kbroker.handlers.leader_hints import hint_leader, leader_epoch_error, node_endpoints
-from kbroker.security.acls import AclOperation, ResourceType
-from kbroker.security.authorization import allowed, allowed_on_cluster
+from kbroker.handlers.leader_hints import hint_leader, node_endpoints
+from kbroker.handlers.partition_guard import guard_topic
+from kbroker.security.acls import AclOperation
+from kbroker.security.authorization import allowed_on_cluster
 from kbroker.security.quotas import CONSUMER_BYTE_RATE
 from kbroker.log.partition_log import OffsetOutOfRange
 from kbroker.wire.errors import ErrorCode
@@ -32,6 +33,7 @@ PartitionResult = TopicResult.PartitionData
 AbortedTransaction = PartitionResult.AbortedTransaction
 
 READ_COMMITTED = 1
+_HINTED = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH)
 
 
 @handlers.handles("Fetch", 4, 17)
@@ -83,29 +85,18 @@ def _read(broker, request, context):
     topics = []
     replica_allowed = replica < 0 or allowed_on_cluster(broker, context, AclOperation.CLUSTER_ACTION)
     for fetch_topic in request.topics:
-        topic = broker.image.topics.get(fetch_topic.topic) if version < 13 else broker.image.topic_by_id(fetch_topic.topic_id)
-        name = topic.name if topic is not None else fetch_topic.topic
-        readable = replica_allowed if replica >= 0 else allowed(broker, context, AclOperation.READ, ResourceType.TOPIC, name)
+        guard = guard_topic(broker, context, AclOperation.READ, name=fetch_topic.topic if version < 13 else None,
+                            topic_id=fetch_topic.topic_id if version >= 13 else None,
+                            authorized=replica_allowed if replica >= 0 else None)
+        topic = guard.topic
         results = []
         for wanted in fetch_topic.partitions:
             result = PartitionResult(partition_index=wanted.partition, records=b"")
             results.append(result)
-            if not readable and (topic is not None or version < 13):
-                result.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-                continue
-            if topic is None:
-                result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if version < 13 else ErrorCode.UNKNOWN_TOPIC_ID
-                continue
-            if not 0 <= wanted.partition < len(topic.partitions):
-                result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                continue
-            if not broker.leads(topic, wanted.partition):
-                result.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+            partition, result.error_code = guard.partition(wanted.partition, wanted.current_leader_epoch)
+            if result.error_code in _HINTED:
                 hint_leader(topic, wanted.partition, result, leaders)
-                continue
-            partition = broker.partition(topic.name, wanted.partition)
-            if _fenced(partition, wanted, result):
-                hint_leader(topic, wanted.partition, result, leaders)
+            if partition is None:
                 continue
             if replica >= 0 and _diverged(partition, wanted, result):
                 continue
@@ -121,12 +112,6 @@ def _read(broker, request, context):
     if leaders:
         response.node_endpoints = node_endpoints(broker.image, leaders, FetchResponse, context.listener)
     return response, total, waitable
-
-
-def _fenced(partition, wanted, result) -> bool:
-    """A fetch at another leader epoch than this leader's (KIP-320): the client's metadata is stale."""
-    result.error_code = leader_epoch_error(partition, wanted.current_leader_epoch)
-    return result.error_code != ErrorCode.NONE
 
 
 def _diverged(partition, wanted, result) -> bool:

@@ -8,10 +8,9 @@ of brokers (v3+) need CLUSTER_ACTION; anyone else needs DESCRIBE on the topic, a
 """
 
 from kbroker import handlers
-from kbroker.handlers.leader_hints import leader_epoch_error
-from kbroker.security.acls import AclOperation, ResourceType
-from kbroker.security.authorization import allowed, allowed_on_cluster
-from kbroker.wire.errors import ErrorCode
+from kbroker.handlers.partition_guard import guard_topic
+from kbroker.security.acls import AclOperation
+from kbroker.security.authorization import allowed_on_cluster
 from kbroker.wire.schema import API_BY_NAME
 
 OffsetForLeaderEpochResponse = API_BY_NAME["OffsetForLeaderEpoch"].response_class
@@ -24,27 +23,17 @@ async def handle(broker, context, request):
     cluster_action = allowed_on_cluster(broker, context, AclOperation.CLUSTER_ACTION)
     topics = []
     for wanted_topic in request.topics:
-        topic = broker.image.topics.get(wanted_topic.topic)
-        described = cluster_action or allowed(broker, context, AclOperation.DESCRIBE, ResourceType.TOPIC,
-                                              wanted_topic.topic)
-        results = [_end_of_epoch(broker, topic, wanted, described) for wanted in wanted_topic.partitions]
+        guard = guard_topic(broker, context, AclOperation.DESCRIBE, name=wanted_topic.topic,
+                            authorized=True if cluster_action else None)
+        results = [_end_of_epoch(guard, wanted) for wanted in wanted_topic.partitions]
         topics.append(TopicResult(topic=wanted_topic.topic, partitions=results))
     return OffsetForLeaderEpochResponse(topics=topics)
 
 
-def _end_of_epoch(broker, topic, wanted, described: bool) -> EpochEndOffset:
+def _end_of_epoch(guard, wanted) -> EpochEndOffset:
     result = EpochEndOffset(partition=wanted.partition)
-    if not described:
-        result.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-    elif topic is None or not 0 <= wanted.partition < len(topic.partitions):
-        result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    elif not broker.leads(topic, wanted.partition):
-        result.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
-    else:
-        partition = broker.partition(topic.name, wanted.partition)
-        result.error_code = leader_epoch_error(partition, wanted.current_leader_epoch)
-        epochs = partition.log.leader_epochs
-        if result.error_code == ErrorCode.NONE and epochs is not None:
-            result.leader_epoch, result.end_offset = epochs.end_offset_for(wanted.leader_epoch,
-                                                                           partition.log.log_end_offset)
+    partition, result.error_code = guard.partition(wanted.partition, wanted.current_leader_epoch)
+    epochs = partition.log.leader_epochs if partition is not None else None
+    if epochs is not None:
+        result.leader_epoch, result.end_offset = epochs.end_offset_for(wanted.leader_epoch, partition.log.log_end_offset)
     return result

@@ -18,6 +18,7 @@ import trio
 
 from kbroker import handlers
 from kbroker.handlers.leader_hints import hint_leader, node_endpoints
+from kbroker.handlers.partition_guard import TopicGuard, guard_topic
 from kbroker.security.acls import AclOperation, ResourceType
 from kbroker.security.authorization import allowed
 from kbroker.security.quotas import PRODUCER_BYTE_RATE
@@ -49,38 +50,28 @@ async def handle(broker, context, request):
     transaction_allowed = not request.transactional_id or allowed(
         broker, context, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id)
     for topic_data in request.topic_data:
-        topic = broker.image.topics.get(topic_data.name)
-        topic_allowed = allowed(broker, context, AclOperation.WRITE, ResourceType.TOPIC, topic_data.name)
+        guard = guard_topic(broker, context, AclOperation.WRITE, name=topic_data.name)
         partitions = []
         for data in topic_data.partition_data:
             result = PartitionResult(index=data.index)
+            partitions.append(result)
             if version in _LEGACY_VERSIONS:
                 result.error_code = ErrorCode.UNSUPPORTED_VERSION
-            elif not transaction_allowed:
+                continue
+            if not transaction_allowed:
                 result.error_code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-            elif not topic_allowed:
-                result.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-            elif request.acks not in (-1, 0, 1):
-                result.error_code = ErrorCode.INVALID_REQUIRED_ACKS
-            elif topic is None or not 0 <= data.index < len(topic.partitions):
-                result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            elif not broker.leads(topic, data.index):
-                result.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
-                hint_leader(topic, data.index, result, leaders)
-            elif request.acks == -1 and len(topic.partitions[data.index].isr) < broker.min_insync_replicas(topic):
-                result.error_code = ErrorCode.NOT_ENOUGH_REPLICAS  # refused before anything is written
-            else:
-                partition = broker.partition(topic.name, data.index)
-                if version >= _TRANSACTION_VERSION_2_FROM and request.transactional_id:
-                    await _add_to_transaction(broker, request.transactional_id, partition, data.records)
-                remote = await _ask_remote_coordinator(broker, request.transactional_id, partition, data.records,
-                                                       add=version >= _TRANSACTION_VERSION_2_FROM)
-                last_offset = _append(broker, request.transactional_id, partition, data.records, result, version,
-                                      remote)
-                if last_offset is not None:
-                    partition.start_flush(last_offset)  # acks 0 and 1 do not wait for it; consumers do
-                    durable_waits.append((topic, partition, last_offset, result))
-            partitions.append(result)
+                continue
+            partition = _partition_to_append(broker, request, guard, data.index, result, leaders)
+            if partition is None:
+                continue
+            if version >= _TRANSACTION_VERSION_2_FROM and request.transactional_id:
+                await _add_to_transaction(broker, request.transactional_id, partition, data.records)
+            remote = await _ask_remote_coordinator(broker, request.transactional_id, partition, data.records,
+                                                   add=version >= _TRANSACTION_VERSION_2_FROM)
+            last_offset = _append(broker, request.transactional_id, partition, data.records, result, version, remote)
+            if last_offset is not None:
+                partition.start_flush(last_offset)  # acks 0 and 1 do not wait for it; consumers do
+                durable_waits.append((guard.topic, partition, last_offset, result))
         topics.append(TopicResult(name=topic_data.name, partition_responses=partitions))
 
     produced = sum(len(data.records or b"") for topic_data in request.topic_data for data in topic_data.partition_data)
@@ -114,6 +105,26 @@ async def _wait_flushed(flushing) -> None:
             await partition.wait_durable(last_offset)
         except OSError:
             result.error_code = ErrorCode.KAFKA_STORAGE_ERROR
+
+
+def _partition_to_append(broker, request, guard: TopicGuard, index: int, result, leaders: set[int]):
+    """The partition to append to, or None with ``result.error_code`` set. Kafka's order: the topic's
+    authorization and existence (KafkaApis.handleProduceRequest), the acks (ReplicaManager.appendRecords),
+    then leadership and the ISR's size (Partition.appendRecordsToLeader)."""
+    result.error_code = guard.find(index)
+    if result.error_code == ErrorCode.NONE and request.acks not in (-1, 0, 1):
+        result.error_code = ErrorCode.INVALID_REQUIRED_ACKS
+    if result.error_code != ErrorCode.NONE:
+        return None
+    partition, result.error_code = guard.local(index)
+    if result.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
+        hint_leader(guard.topic, index, result, leaders)
+    if partition is None:
+        return None
+    if request.acks == -1 and len(guard.topic.partitions[index].isr) < broker.min_insync_replicas(guard.topic):
+        result.error_code = ErrorCode.NOT_ENOUGH_REPLICAS  # refused before anything is written
+        return None
+    return partition
 
 
 def _append(broker, transactional_id: str | None, partition, records, result, version: int,
