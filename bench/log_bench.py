@@ -7,8 +7,10 @@ Rows (each the best of ``--rounds`` rounds, log and baseline alternating):
   append, no fsync         Log.append of 16 KiB batches    vs  os.write of the same bytes
                            (and of --large-batch-kib batches, to show the fixed cost per append)
   append, fsync each       Log.append + Log.flush          vs  os.write + os.fdatasync
-  group commit, 8 writers  GroupCommit.append_durably      vs  the "fsync each" Log figure
-    over a plain file      the same GroupCommit over os.write + os.fdatasync: what threads
+  group commit, 8 writers  8 trio tasks each appending and  vs  the "fsync each" Log figure
+                           awaiting Partition.wait_durable: the broker's group commit
+                           (kbroker/replication/flusher.py)
+    over a plain file      the same over os.write + os.fdatasync: what the flusher thread
                            and fsyncs allow here, whatever the log does
   sequential read          Log.read + pread/sendfile       vs  pread/sendfile of the raw file
   open 1,000 segments      Log.open at the recovery point  (and a full recovery, for scale)
@@ -24,14 +26,16 @@ import os
 import shutil
 import sys
 import tempfile
-import threading
 import time
+
+import trio
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from kbroker.log.config import LogConfig  # noqa: E402
-from kbroker.log.group_commit import GroupCommit  # noqa: E402
 from kbroker.log.partition_log import AppendResult, FlushJob, Log  # noqa: E402
+from kbroker.replication.flusher import Flusher  # noqa: E402
+from kbroker.replication.replica import Partition  # noqa: E402
 from kbroker.wire.records import Record, build_batch  # noqa: E402
 
 MIB = 1024 * 1024
@@ -39,14 +43,14 @@ RECORDS_PER_BATCH = 16
 
 
 class PlainFileLog:
-    """Just enough of Log for GroupCommit over one plain file: os.write, then os.fdatasync."""
+    """Just enough of Log for a Partition over one plain file: os.write, then os.fdatasync."""
 
     def __init__(self, path: str) -> None:
         self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         self.log_end_offset = 0
         self.recovery_point = 0
 
-    def append(self, data) -> AppendResult:
+    def append(self, data, **_options) -> AppendResult:
         os.write(self.fd, data)
         self.log_end_offset += RECORDS_PER_BATCH
         return AppendResult(self.log_end_offset - RECORDS_PER_BATCH, self.log_end_offset - 1, -1, -1, -1, 1)
@@ -131,33 +135,37 @@ class Bench:
         return count * len(data) / elapsed / 1e6
 
     def group_append(self, count: int, writers: int, plain_file: bool = False) -> tuple[float, float]:
-        """(MB/s, appends per fsync) with ``writers`` threads sharing fsyncs."""
+        """(MB/s, appends per fsync) with ``writers`` trio tasks sharing the flusher's fsyncs."""
         directory = self.fresh("group")
         log = PlainFileLog(directory) if plain_file else Log.open(directory)
-        commit = GroupCommit(log, threading.Lock())
         per_writer = count // writers
-        start = threading.Barrier(writers + 1)
+        fsync_rounds = []
 
-        def write() -> None:
-            data = bytearray(self.batch)  # each writer's own buffer: the log stamps it
-            start.wait()
-            for _ in range(per_writer):
-                commit.append_durably(data)
+        async def run() -> float:
+            flusher = Flusher(observe_seconds=fsync_rounds.append)  # one call per round of fsyncs
+            partition = Partition("group", 0, log, flusher, node_id=1, replicas=(1,), isr=(1,), leader=1)
 
-        threads = [threading.Thread(target=write) for _ in range(writers)]
-        for thread in threads:
-            thread.start()
-        start.wait()
-        started = time.perf_counter()
-        for thread in threads:
-            thread.join()
-        elapsed = time.perf_counter() - started
+            async def write() -> None:
+                data = bytearray(self.batch)  # each writer's own buffer: the log stamps it
+                for _ in range(per_writer):
+                    await partition.wait_durable(partition.append(data).last_offset)
+
+            started = time.perf_counter()
+            try:
+                async with trio.open_nursery() as nursery:
+                    for _ in range(writers):
+                        nursery.start_soon(write)
+            finally:
+                flusher.stop()
+            return time.perf_counter() - started
+
+        elapsed = trio.run(run)
         appended = per_writer * writers
         log.close()
         shutil.rmtree(directory, ignore_errors=True)
         if plain_file:
             os.unlink(directory)
-        return appended * len(self.batch) / elapsed / 1e6, appended / max(1, commit.fsync_count)
+        return appended * len(self.batch) / elapsed / 1e6, appended / max(1, len(fsync_rounds))
 
     # -- reads ----------------------------------------------------------------
 

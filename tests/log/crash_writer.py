@@ -12,8 +12,9 @@ in LOG_DIR.
 
 MODE ``flush``: one thread appends 1-4 batches, calls ``log.flush()`` and
 acknowledges them; MODE ``burst`` likewise with 10-40 batches per flush, so
-that most of its time goes to writes and a kill often tears one. MODE ``group``: THREADS threads append under one lock and
-wait on a :class:`GroupCommit`.
+that most of its time goes to writes and a kill often tears one. MODE ``group``: THREADS trio tasks append
+and wait on the broker's own group commit (kbroker/replication/flusher.py), whose fsyncs run on its thread
+while the tasks go on appending.
 """
 
 from __future__ import annotations
@@ -21,13 +22,15 @@ from __future__ import annotations
 import os
 import random
 import sys
-import threading
 import time
+
+import trio
 
 from kbroker.log.checkpoint import RECOVERY_POINT_CHECKPOINT, OffsetCheckpointFile
 from kbroker.log.config import LogConfig
-from kbroker.log.group_commit import GroupCommit
 from kbroker.log.partition_log import Log
+from kbroker.replication.flusher import Flusher
+from kbroker.replication.replica import Partition
 from kbroker.wire.records import Record, build_batch
 
 TOPIC_PARTITION = ("crash", 0)
@@ -69,20 +72,16 @@ class Writer:
     def __init__(self, log_dir: str, seed: int, segment_bytes: int) -> None:
         self.seed = seed
         self.log = Log.open(partition_directory(log_dir), LogConfig(segment_bytes=segment_bytes))
-        self.lock = threading.Lock()
-        self.commit = GroupCommit(self.log, self.lock)
         self.checkpoint_file = OffsetCheckpointFile(os.path.join(log_dir, RECOVERY_POINT_CHECKPOINT))
-        self.checkpoint_lock = threading.Lock()
         self.next_number = 0
         self.deadline = time.monotonic() + _RUN_SECONDS_MAX
 
     def acknowledge(self, number: int, last_offset: int) -> None:
         os.write(1, b"%d %d\n" % (number, last_offset))  # one small write: atomic on a pipe
         if number % _CHECKPOINT_EVERY == 0:
-            with self.checkpoint_lock:
-                self.checkpoint_file.write({TOPIC_PARTITION: self.log.recovery_point})
+            self.checkpoint_file.write({TOPIC_PARTITION: self.log.recovery_point})
 
-    def append_next_locked(self) -> tuple[int, int]:
+    def append_next(self) -> tuple[int, int]:
         number = self.next_number
         self.next_number += 1
         result = self.log.append(bytearray(batch_for(self.seed, number)))
@@ -92,24 +91,27 @@ class Writer:
         rng = random.Random(self.seed)
         while time.monotonic() < self.deadline:
             count = rng.randint(max(1, batches_per_flush_max // 4), batches_per_flush_max)
-            appended = [self.append_next_locked() for _ in range(count)]
+            appended = [self.append_next() for _ in range(count)]
             self.log.flush()
             for number, last_offset in appended:
                 self.acknowledge(number, last_offset)
 
-    def run_group(self, threads: int) -> None:
-        def body() -> None:
+    async def run_group(self, tasks: int) -> None:
+        flusher = Flusher()
+        partition = Partition(*TOPIC_PARTITION, self.log, flusher, node_id=1, replicas=(1,), isr=(1,), leader=1)
+
+        async def body() -> None:
             while time.monotonic() < self.deadline:
-                with self.lock:
-                    number, last_offset = self.append_next_locked()
-                self.commit.wait_durable(last_offset)
+                number, last_offset = self.append_next()  # as the leader's append, but keeping the batch's bytes
+                await partition.wait_durable(last_offset)
                 self.acknowledge(number, last_offset)
 
-        workers = [threading.Thread(target=body, daemon=True) for _ in range(threads)]
-        for worker in workers:
-            worker.start()
-        for worker in workers:
-            worker.join()
+        try:
+            async with trio.open_nursery() as nursery:
+                for _ in range(tasks):
+                    nursery.start_soon(body)
+        finally:
+            flusher.stop()
 
 
 def main(argv: list[str]) -> None:
@@ -120,7 +122,7 @@ def main(argv: list[str]) -> None:
     elif mode == "burst":
         writer.run_flushing(batches_per_flush_max=40)
     elif mode == "group":
-        writer.run_group(int(threads))
+        trio.run(writer.run_group, int(threads))
     else:
         raise SystemExit(f"unknown mode {mode!r}")
 

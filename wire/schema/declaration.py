@@ -121,9 +121,6 @@ class StructSpec:
     fields: list[FieldSpec] = field(default_factory=list)
     value_class: type | None = None
 
-    def fields_in(self, version: int) -> list[FieldSpec]:
-        return [f for f in self.fields if version in f.versions]
-
 
 @dataclass(eq=False)
 class MessageSpec(StructSpec):
