@@ -85,9 +85,19 @@ def test_invalid_record_names_each_record_without_a_key_on_a_compacted_topic(bro
     assert produce(broker.port, "compacted", build_batch(records[:1]), version=version).error_code == ErrorCode.NONE
 
 
-def test_produce_v0_to_v2_are_advertised_but_refused(broker):
-    result = produce(broker.port, "errors", build_batch([Record(offset_delta=0, value=b"x")]), version=2)
-    assert result.error_code == ErrorCode.UNSUPPORTED_VERSION
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_produce_v0_to_v2_are_advertised_but_close_the_connection(broker, version):
+    """KIP-896 removed them in Kafka 4, whose ApiVersions still lists Produce from v0 for librdkafka's sake
+    (KAFKA-18659): a request of one closes the connection, as Kafka 4's SocketServer does with a version it
+    has not enabled. Which versions is the schema's word (``rejected 0-2``), read by the handler registry."""
+    request = API_BY_NAME["ApiVersions"].request_class(client_software_name="errors-test", client_software_version="1")
+    answer = call(broker.port, "ApiVersions", 3, request)
+    advertised = {key.api_key: (key.min_version, key.max_version) for key in answer.api_keys}
+    assert advertised[API_BY_NAME["Produce"].key] == (0, 12)
+    batch = build_batch([Record(offset_delta=0, value=b"x")])
+    with pytest.raises((EOFError, ConnectionResetError)):
+        produce(broker.port, "errors", batch, version=version)
+    assert produce(broker.port, "errors", batch, version=3).error_code == ErrorCode.NONE
 
 
 def test_offset_out_of_range(broker):

@@ -36,7 +36,6 @@ TopicResult = ProduceResponse.TopicProduceResponse
 PartitionResult = TopicResult.PartitionProduceResponse
 RecordErrorResult = PartitionResult.BatchIndexAndErrorMessage
 
-_LEGACY_VERSIONS = range(0, 3)  # advertised for librdkafka, refused as Kafka 4 does
 _TRANSACTION_VERSION_2_FROM = 12  # the partition adds itself to the producer's transaction (KIP-890 part 2)
 _CODECS = {name: codec for codec, name in CODEC_NAMES.items()} | {"uncompressed": 0}
 
@@ -55,9 +54,6 @@ async def handle(broker, context, request):
         for data in topic_data.partition_data:
             result = PartitionResult(index=data.index)
             partitions.append(result)
-            if version in _LEGACY_VERSIONS:
-                result.error_code = ErrorCode.UNSUPPORTED_VERSION
-                continue
             if not transaction_allowed:
                 result.error_code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
                 continue

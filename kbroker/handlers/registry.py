@@ -14,12 +14,15 @@ from kbroker.wire.schema import API_BY_NAME, Api
 @dataclass(frozen=True)
 class Handler:
     api: Api
-    min_version: int
+    min_version: int  # min_version to max_version: what ApiVersions advertises
     max_version: int
     handle: object  # async (broker, RequestContext, request) -> response
 
     def supports(self, version: int) -> bool:
-        return self.min_version <= version <= self.max_version
+        """Whether a request of ``version`` is served: advertised, and not among the versions the API's
+        declaration rejects (Produce v0-2, advertised for librdkafka's sake: KAFKA-18659). The server
+        closes the connection on any other version, as Kafka's SocketServer does on a version not enabled."""
+        return self.min_version <= version <= self.max_version and version not in self.api.rejected_versions
 
 
 HANDLERS: dict[int, Handler] = {}

@@ -1,7 +1,8 @@
 """Produce."""
 
 # Kafka 4.x removed v0-2 (KIP-896); we still advertise them, because librdkafka
-# checks for them, and answer them with UNSUPPORTED_VERSION.
+# checks for them (KAFKA-18659), and close the connection on a request of one, as
+# Kafka 4's broker does (the handler registry reads ``rejected``).
 PRODUCE = """
 Produce 0 versions 0-13 flexible 9+ rejected 0-2
 
