@@ -82,6 +82,7 @@ def test_traffic_latency_and_group_lag_are_measured(tmp_path):
         assert found[("kbroker_under_replicated_partitions", ())] == 0
         assert found[("kbroker_offline_partitions", ())] == 0
         assert found[("kbroker_fsync_seconds_count", ())] > 0
+        assert found[("kbroker_connections_accepted_total", (("listener", "PLAINTEXT"),))] >= 3  # the three clients
         assert get(metrics_port, "/health") == (200, "ok\n")
         assert get(metrics_port, "/ready")[0] == 200
         assert get(metrics_port, "/nothing")[0] == 404

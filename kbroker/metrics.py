@@ -18,7 +18,7 @@ import logging
 
 import trio
 from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 logger = logging.getLogger("kbroker.metrics")
@@ -94,6 +94,11 @@ class _StateCollector:
         yield _gauge("kbroker_leader_count", "Partitions led by this broker", leaders)
         yield _gauge("kbroker_active_controller", "1 on the active controller", int(_is_active_controller(broker)))
         yield _gauge("kbroker_connections", "Open client connections", sum(s.connections for s in broker.servers))
+        accepted = CounterMetricFamily("kbroker_connections_accepted", "Connections accepted since start, per "
+                                       "listener (the controller's too)", labels=["listener"])
+        for server in (*broker.servers, *(broker.quorum.servers if broker.quorum is not None else ())):
+            accepted.add_metric([server.security.name], server.accepted)
+        yield accepted
         sizes = GaugeMetricFamily("kbroker_log_size_bytes", "Bytes of a partition's log on disk",
                                   labels=["topic", "partition"])
         for (topic, index), log in sorted(broker.logs.logs.items()):

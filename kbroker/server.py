@@ -96,6 +96,7 @@ class Server:
         config = getattr(broker, "config", None)
         self.log_every_request = bool(config is not None and config.get("logging.requests"))
         self.connections = 0
+        self.accepted = 0  # connections accepted since start (kbroker_connections_accepted)
 
     async def serve(self, host: str, port: int, sockets=(), *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Listen on (host, port), or on ``sockets`` already bound; reports the listeners through ``task_status``."""
@@ -107,6 +108,7 @@ class Server:
         await trio.serve_listeners(self._connection, listeners)
 
     async def _connection(self, stream: trio.SocketStream) -> None:
+        self.accepted += 1
         if self.connections >= self.limits.max_connections:
             await stream.aclose()
             return

@@ -91,6 +91,11 @@ class Controller:
         return self.state.image
 
     @property
+    def servers(self) -> tuple[Server, ...]:
+        """Its one listener's server (the metrics count its connections)."""
+        return (self.server,)
+
+    @property
     def config_layers(self) -> ConfigLayers:
         """This node's settings with the dynamic ones of the image (what CreateTopics answers with), or its
         static ones alone if those do not go together."""

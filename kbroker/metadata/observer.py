@@ -15,6 +15,8 @@ from kbroker.controller.state import MetadataState
 
 
 class QuorumObserver:
+    servers = ()  # it listens on nothing
+
     def __init__(self, config: BrokerConfig) -> None:
         self.node_id = config.node_id
         self.cluster_id = quorum_cluster_id(config)
