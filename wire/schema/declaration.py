@@ -28,8 +28,9 @@ A field line is ``name: type [versions] [nullable versions] [tag N] [= default]`
 - ``= default`` is an integer, ``true``, ``false``, ``null`` or a quoted string;
   without one the default is Kafka's: zero, false, empty.
 
-The header line may end with ``rejected 0-2``: versions we advertise for old
-clients' sake but answer with UNSUPPORTED_VERSION.
+The header line may end with ``rejected 0-2``: versions advertised for old
+clients' sake but not served (``Api.rejected_versions``; the broker closes the
+connection on them, as Kafka 4 does on Produce v0-2).
 
 A record declaration (KRaft metadata records, :func:`parse_record_declaration`)
 has the same header without ``rejected`` and one ``record`` section instead of
