@@ -40,6 +40,7 @@ lifecycle: controller
 metadata: config controller
 listen:
 metrics:
+peers: security
 producer_ids: metadata
 replication: controller security
 results:
