@@ -127,6 +127,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"kbroker: {error}", file=sys.stderr)
         return 2
     configure_logging(config.get("logging.format"))
+    for shown in config.ignored_settings():
+        logger.warning("%s is accepted for Kafka's files, but kbroker does not act on it", shown)
     try:  # before anything reads or writes them; held until the process exits
         directories = DataDirectories.of_config(config)
     except ConfigError as error:

@@ -133,6 +133,14 @@ class BrokerConfig:
             raise KeyError(f"unknown setting {name}{suggestion(name)}")
         return self._values[name]
 
+    def ignored_settings(self) -> list[str]:
+        """Each setting given a value other than its default that kbroker accepts but does not act on
+        (``used=False``), as "name=value (where)": worth a warning at start, as Kafka gives a name it
+        does not know."""
+        return [self._shown(name) for name in self.originals
+                if name in SETTINGS_BY_NAME and not SETTINGS_BY_NAME[name].used
+                and self.declared(name) != self.default(name)]
+
     def default(self, name: str):
         """Setting ``name``'s default on this node: Kafka's for a node of a cluster (CLUSTER_DEFAULTS)."""
         if not self.is_embedded_quorum and name in CLUSTER_DEFAULTS:

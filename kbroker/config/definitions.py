@@ -28,7 +28,10 @@ embedded one-voter quorum and needs no controller listener.
 
 Settings marked ``used=False`` are accepted so that Kafka's own
 server.properties files load, but have no effect here (kbroker runs on one
-trio thread, so Kafka's thread-pool sizes mean nothing).
+trio thread, so Kafka's thread-pool sizes mean nothing; others are not built
+yet). Starting with one of them set to anything but its default logs a
+warning naming it (BrokerConfig.ignored_settings), as Kafka warns of a
+setting it does not know.
 """
 
 from __future__ import annotations
@@ -183,9 +186,10 @@ SETTINGS: tuple[Setting, ...] = (
     _S("controller.quorum.election.timeout.ms", "int", 1000, "Time without a leader before a new election."),
     _S("controller.quorum.fetch.timeout.ms", "int", 2000, "Time without a successful fetch before a voter stands "
        "for election."),
-    _S("controller.quorum.election.backoff.max.ms", "int", 1000, "Longest backoff before starting a new election."),
+    _S("controller.quorum.election.backoff.max.ms", "int", 1000, "Longest backoff before starting a new election; "
+       "not read: kbroker's quorum backs off by its own rule.", used=False),
     _S("controller.quorum.append.linger.ms", "int", 25, "How long the quorum leader gathers writes before "
-       "flushing them."),
+       "flushing them; not read: kbroker's quorum does not linger.", used=False),
     _S("controller.quorum.request.timeout.ms", "int", 2000, "Time to wait for a quorum request's response."),
     _S("controller.quorum.retry.backoff.ms", "int", 20, "Wait before retrying a failed quorum request."),
     _S("broker.heartbeat.interval.ms", "int", 2000, "Time between a broker's heartbeats to the controller."),
@@ -196,9 +200,11 @@ SETTINGS: tuple[Setting, ...] = (
     _S("metadata.log.max.record.bytes.between.snapshots", "long", 20 * 1024**2, "Metadata log bytes after "
        "which a new snapshot is taken.", AtLeast(1)),
     _S("metadata.log.max.snapshot.interval.ms", "long", HOUR_MS, "Longest time between metadata snapshots "
-       "(0: no time limit).", AtLeast(0)),
-    _S("metadata.max.retention.bytes", "long", 100 * 1024**2, "Metadata log and snapshot bytes kept."),
-    _S("metadata.max.retention.ms", "long", 7 * DAY_MS, "How long metadata log files and snapshots are kept."),
+       "(0: no time limit); not read: snapshots follow the bytes between them only.", AtLeast(0), used=False),
+    _S("metadata.max.retention.bytes", "long", 100 * 1024**2, "Metadata log and snapshot bytes kept; not read.",
+       used=False),
+    _S("metadata.max.retention.ms", "long", 7 * DAY_MS, "How long metadata log files and snapshots are kept; "
+       "not read.", used=False),
     _S("logging.format", "string", "text", "kbroker's own: log lines as text or as JSON objects, one event "
        "per line.", OneOf("text", "json")),
     _S("logging.requests", "bool", False, "kbroker's own: log every request (API, correlation id, client, "
@@ -215,10 +221,13 @@ SETTINGS: tuple[Setting, ...] = (
        "named after security.inter.broker.protocol."),
     _S("security.inter.broker.protocol", "string", "PLAINTEXT", "Security protocol between brokers (when "
        "inter.broker.listener.name is unset).", OneOf(*_PROTOCOLS)),
-    _S("socket.send.buffer.bytes", "int", 100 * 1024, "SO_SNDBUF of client sockets (-1: the OS default)."),
-    _S("socket.receive.buffer.bytes", "int", 100 * 1024, "SO_RCVBUF of client sockets (-1: the OS default)."),
+    _S("socket.send.buffer.bytes", "int", 100 * 1024, "SO_SNDBUF of client sockets (-1: the OS default); not "
+       "read: kbroker leaves the OS's (self-tuning) sizes.", used=False),
+    _S("socket.receive.buffer.bytes", "int", 100 * 1024, "SO_RCVBUF of client sockets (-1: the OS default); not "
+       "read: kbroker leaves the OS's (self-tuning) sizes.", used=False),
     _S("socket.request.max.bytes", "int", 100 * 1024**2, "Largest request frame accepted.", AtLeast(1)),
-    _S("socket.listen.backlog.size", "int", 50, "Pending connections the listen socket queues.", AtLeast(1)),
+    _S("socket.listen.backlog.size", "int", 50, "Pending connections the listen socket queues; not read: "
+       "kbroker's listen sockets queue 1024.", AtLeast(1), used=False),
     _S("max.connections", "int", INT_MAX, "Most client connections open at once.", AtLeast(0)),
     _S("connections.max.idle.ms", "long", 10 * MINUTE_MS, "Idle connections are closed after this long."),
     _S("queued.max.requests", "int", 500, "Requests read ahead but not yet answered, per connection.",
@@ -244,7 +253,8 @@ SETTINGS: tuple[Setting, ...] = (
        used=False),
     _S("ssl.client.auth", "string", "none", "Whether TLS clients must present a certificate.",
        OneOf("required", "requested", "none")),
-    _S("ssl.protocol", "string", "TLSv1.3", "Newest TLS version offered.", OneOf("TLSv1.2", "TLSv1.3", "TLS")),
+    _S("ssl.protocol", "string", "TLSv1.3", "Newest TLS version offered; not read: ssl.enabled.protocols "
+       "chooses the versions.", OneOf("TLSv1.2", "TLSv1.3", "TLS"), used=False),
     _S("ssl.enabled.protocols", "list", ("TLSv1.2", "TLSv1.3"), "TLS versions accepted.",
        ListOf("TLSv1.2", "TLSv1.3", non_empty=True, unique=True)),
     _S("ssl.cipher.suites", "list", (), "TLS 1.2 cipher suites (OpenSSL names) allowed; empty: the defaults."),
@@ -276,13 +286,14 @@ SETTINGS: tuple[Setting, ...] = (
     _S("default.replication.factor", "int", 1, "Replication factor of an auto-created topic."),
     _S("min.insync.replicas", "int", 1, "Fewest in-sync replicas an acks=all produce needs.", AtLeast(1)),
     _S("auto.create.topics.enable", "bool", True, "Create unknown topics on Metadata requests."),
-    _S("delete.topic.enable", "bool", True, "Allow topics to be deleted."),
+    _S("delete.topic.enable", "bool", True, "Allow topics to be deleted; not read: topics can always be deleted "
+       "(ACLs restrict who may).", used=False),
     _S("message.max.bytes", "int", 1024 * 1024 + 12, "Largest record batch accepted.", AtLeast(0)),
     _S("fetch.max.bytes", "int", 55 * 1024**2, "Most bytes one fetch answer carries.", AtLeast(1024)),
     _S("compression.type", "string", "producer", "Topic compression; producer: keep the producer's codec.",
        OneOf(*_COMPRESSION)),
-    _S("max.incremental.fetch.session.cache.slots", "int", 1000, "Fetch sessions (KIP-227) kept at once.",
-       AtLeast(0)),
+    _S("max.incremental.fetch.session.cache.slots", "int", 1000, "Fetch sessions (KIP-227) kept at once; not "
+       "read: kbroker grants no fetch sessions.", AtLeast(0), used=False),
     _S("unclean.leader.election.enable", "bool", False, "Let an out-of-sync replica become leader, losing data."),
     _S("auto.leader.rebalance.enable", "bool", True, "Move leadership back to preferred replicas."),
     _S("leader.imbalance.check.interval.seconds", "long", 300, "How often the controller looks for leaders to "
@@ -304,8 +315,8 @@ SETTINGS: tuple[Setting, ...] = (
        AtLeast(1)),
     _S("offsets.retention.check.interval.ms", "long", 600000, "How often expired offsets are looked for.",
        AtLeast(1)),
-    _S("offsets.commit.timeout.ms", "int", 5000, "Longest wait for an offset commit to be replicated.",
-       AtLeast(1)),
+    _S("offsets.commit.timeout.ms", "int", 5000, "Longest wait for an offset commit to be replicated; not read.",
+       AtLeast(1), used=False),
     _S("offset.metadata.max.bytes", "int", 4096, "Largest metadata string of a committed offset."),
     _S("group.initial.rebalance.delay.ms", "int", 3000, "Wait for more members before a new group's first "
        "rebalance (again for each member that joins meanwhile, up to the rebalance timeout)."),
@@ -313,8 +324,8 @@ SETTINGS: tuple[Setting, ...] = (
     _S("group.max.session.timeout.ms", "int", 30 * MINUTE_MS, "Longest session timeout a classic group member "
        "may ask for."),
     _S("group.max.size", "int", INT_MAX, "Most members of a classic group.", AtLeast(1)),
-    _S("group.coordinator.rebalance.protocols", "list", ("classic", "consumer"), "Group protocols served.",
-       ListOf("classic", "consumer", "share")),
+    _S("group.coordinator.rebalance.protocols", "list", ("classic", "consumer"), "Group protocols served; not "
+       "read: kbroker serves classic and consumer.", ListOf("classic", "consumer", "share"), used=False),
     _S("group.consumer.session.timeout.ms", "int", 45000, "Session timeout of consumer-protocol (KIP-848) "
        "members.", AtLeast(1)),
     _S("group.consumer.heartbeat.interval.ms", "int", 5000, "Heartbeat interval of consumer-protocol members.",
@@ -364,10 +375,11 @@ SETTINGS: tuple[Setting, ...] = (
     _S("log.flush.interval.ms", "long", None, "fsync data older than this; unset: "
        "log.flush.scheduler.interval.ms."),
     _S("log.flush.scheduler.interval.ms", "long", LONG_MAX, "How often the flusher looks for data to fsync."),
-    _S("log.flush.offset.checkpoint.interval.ms", "int", 60000, "How often recovery points are checkpointed.",
-       AtLeast(0)),
+    _S("log.flush.offset.checkpoint.interval.ms", "int", 60000, "How often recovery points are checkpointed; "
+       "not read: they are checkpointed at a clean stop and when records or topics are deleted.", AtLeast(0),
+       used=False),
     _S("log.flush.start.offset.checkpoint.interval.ms", "int", 60000, "How often log start offsets are "
-       "checkpointed.", AtLeast(0)),
+       "checkpointed; not read: as the recovery points.", AtLeast(0), used=False),
     _S("log.segment.delete.delay.ms", "long", 60000, "Wait before deleting a retired segment's files.",
        AtLeast(0)),
     _S("log.message.timestamp.type", "string", "CreateTime", "Record timestamps: the producer's or the broker's "

@@ -52,6 +52,20 @@ def test_starts_serves_and_stops_on_sigterm(tmp_path):
     assert os.path.exists(tmp_path / "kbroker-data" / "meta.properties")
 
 
+def test_a_setting_kbroker_does_not_act_on_is_named_in_a_warning_at_start(tmp_path):
+    process = start(tmp_path, f"listeners=PLAINTEXT://127.0.0.1:{free_port()}", "socket.send.buffer.bytes=65536")
+    try:
+        warning = wait_for_line(process, "socket.send.buffer.bytes=65536")
+        assert "WARNING" in warning and "does not act on it" in warning
+        wait_for_line(process, "ready on")
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=20) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
 def test_bad_settings_fail_fast_with_a_clear_message(tmp_path):
     for override, expected in [
         ("log.retention.ms=soon", "log.retention.ms"),

@@ -99,6 +99,21 @@ def test_settings_accepted_only_for_compatibility_say_so():
     assert overrides("num.io.threads=16").num_io_threads == 16
 
 
+def test_settings_not_acted_on_are_named_when_given_another_value_than_their_default():
+    config = overrides("num.io.threads=16", "socket.send.buffer.bytes=102400", "log.preallocate=true",
+                       "num.partitions=3")
+    assert config.ignored_settings() == ["num.io.threads=16 (--override num.io.threads=16)",
+                                         "log.preallocate=true (--override log.preallocate=true)"]
+    assert overrides().ignored_settings() == []
+
+
+def test_every_setting_not_acted_on_is_listed_among_the_differences_from_kafka():
+    differences = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "kafka-differences.md").read_text()
+    unlisted = [setting.name for setting in SETTINGS if not setting.used and setting.name not in differences
+                and not setting.name.startswith("share.coordinator.")]
+    assert unlisted == []
+
+
 # --- precedence and sources ---
 
 def test_precedence_is_default_file_environment_override(tmp_path):
