@@ -36,6 +36,7 @@ from kbroker.replication.log_maintenance import LogMaintenance
 from kbroker.txn.shell import TxnShell
 from kbroker.metadata.image import BrokerEndpoint, MetadataImage
 from kbroker.metadata.metadata_log import MetadataLog
+from kbroker.peers import Peers
 from kbroker.replication.replica import Partition
 from kbroker.producer_ids import ProducerIdBlock
 from kbroker.security.authorization import Authorization
@@ -139,6 +140,7 @@ class Broker:
         self.serving = quorum is None  # in a quorum, once registered, caught up and unfenced
         self.is_active = True  # a broker that does not forward makes the changes itself
         self.lifecycle = None
+        self.controller_peers: Peers | None = None  # connections kept to the controllers (in a quorum)
         if quorum is None:
             self.cluster_id = _cluster_id(settings.data_dir, settings.node_id)
             self.metadata_log = MetadataLog(settings.data_dir)
@@ -150,9 +152,10 @@ class Broker:
             self.image = self._view(quorum.state.image)
             quorum.state.on_change = self._metadata_applied
             voters = {voter.node_id: (voter.host, voter.port) for voter in self.config.quorum_voters}
-            channel = ControllerChannel(f"broker-{self.node_id}", voters, lambda: quorum.driver.node.leader,
-                                        request_timeout_s=self.config.get("controller.quorum.request.timeout.ms") / 1000,
-                                        connect=PeerSecurity.controller(self.config).connect)
+            self.controller_peers = Peers(PeerSecurity.controller(self.config), client_id=f"broker-{self.node_id}")
+            channel = ControllerChannel(f"broker-{self.node_id}", voters, self.controller_peers,
+                                        lambda: quorum.driver.node.leader,
+                                        request_timeout_s=self.config.get("controller.quorum.request.timeout.ms") / 1000)
             self.lifecycle = BrokerLifecycle(self, channel, interval_ms=self.config.get("broker.heartbeat.interval.ms"),
                                              session_timeout_ms=self.config.get("broker.session.timeout.ms"))
         self._take_dynamic_configs()
@@ -162,8 +165,9 @@ class Broker:
         self.metrics_port: int | None = None
         self.authorization = Authorization(self.config)  # ACLs, when authorizer.class.name names ours
         self.quota_meters = QuotaMeters(self.config.quota_window_num, self.config.quota_window_size_seconds * 1000)
-        # how this broker reaches the others' inter-broker listeners (a lone broker reaches none)
-        self.peers = PeerSecurity.inter_broker(self.config) if quorum is not None else PeerSecurity()
+        # connections kept to the others' inter-broker listeners (a lone broker reaches none)
+        self.peers = Peers(PeerSecurity.inter_broker(self.config) if quorum is not None else PeerSecurity(),
+                           client_id=f"broker-{self.node_id}")
         limits = _limits(settings.limits, self.static_config, self.config)
         self.servers = [Server(self, limits, security=self._listener_security(listener))
                         for listener in settings.listeners]
@@ -412,6 +416,9 @@ class Broker:
                 self._nursery = nursery
                 if self.metrics is not None:
                     self.metrics_port = await nursery.start(metrics.serve_http, self, self.config.metrics_port)
+                for peers in (self.peers, self.controller_peers):
+                    if peers is not None:
+                        await nursery.start(peers.run)
                 if self.quorum is not None:
                     await nursery.start(self.quorum.run)
                 await nursery.start(self.groups.run)

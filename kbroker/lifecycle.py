@@ -28,6 +28,7 @@ BrokerHeartbeatRequest = API_BY_NAME["BrokerHeartbeat"].request_class
 _REGISTRATION_VERSION = 0
 _HEARTBEAT_VERSION = 0
 _RE_REGISTER = (ErrorCode.STALE_BROKER_EPOCH, ErrorCode.BROKER_ID_NOT_REGISTERED)
+_LANE = "lifecycle"  # registration and heartbeats on a connection of their own to each controller
 
 
 class BrokerLifecycle:
@@ -66,7 +67,7 @@ class BrokerLifecycle:
                 request = self._heartbeat_request(want_shut_down=True)
                 try:
                     response = await self.channel.call("BrokerHeartbeat", _HEARTBEAT_VERSION, request,
-                                                       deadline_s=self.session_timeout_s)
+                                                       deadline_s=self.session_timeout_s, lane=_LANE)
                 except ControllerUnavailable:
                     break
                 if response.error_code != ErrorCode.NONE or response.should_shut_down:
@@ -88,7 +89,7 @@ class BrokerLifecycle:
                                             rack=rack)
         while True:
             try:
-                response = await self.channel.call("BrokerRegistration", _REGISTRATION_VERSION, request)
+                response = await self.channel.call("BrokerRegistration", _REGISTRATION_VERSION, request, lane=_LANE)
             except ControllerUnavailable as error:
                 logger.info("broker %d not registered yet: %s", self.broker.node_id, error)
                 continue
@@ -104,7 +105,7 @@ class BrokerLifecycle:
     async def _heartbeat(self, *, want_shut_down: bool) -> int:
         try:
             response = await self.channel.call("BrokerHeartbeat", _HEARTBEAT_VERSION,
-                                               self._heartbeat_request(want_shut_down=want_shut_down))
+                                               self._heartbeat_request(want_shut_down=want_shut_down), lane=_LANE)
         except ControllerUnavailable:
             return ErrorCode.NOT_CONTROLLER
         if response.error_code == ErrorCode.NONE:

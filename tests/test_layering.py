@@ -25,11 +25,11 @@ ALLOWED: dict[str, set[str]] = {
     "raft": {"log", "wire"},
 }
 KBROKER_ARROWS = """
-broker: config controller data_directories group lifecycle metadata metrics producer_ids replication security
-        server topics txn
+broker: config controller data_directories group lifecycle metadata metrics peers producer_ids replication
+        security server topics txn
 cli: broker config controller data_directories event_log listen metadata tools
 config: metadata results security topics
-controller: config handlers metadata producer_ids security server
+controller: config handlers metadata peers producer_ids security server
 coordinator_runtime: effects handlers topics
 data_directories: config
 effects:

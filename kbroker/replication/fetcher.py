@@ -1,7 +1,9 @@
 """Followers' replication: this broker fetches the partitions it follows from their leaders.
 
-One task per leader broker, one connection to it, one Fetch (v12, the client's own
-API with this broker's id as ``replica_id``) for every partition followed from it.
+One task per leader broker, one Fetch (v12, the client's own API with this broker's
+id as ``replica_id``) for every partition followed from it, on the connection kept to
+that leader for fetching alone (kbroker.peers, lane "fetch": a long poll held by the
+leader delays no other request to it).
 For each partition the follower sends its log end (which it holds durably: it
 fsyncs what it appended before fetching again) and the epoch of its last batch.
 The leader answers with batches, which are appended with the leader's offsets
@@ -17,9 +19,7 @@ import logging
 import trio
 
 from kbroker.security.peer import PeerUnreachable
-from kbroker.wire import DecodeError
 from kbroker.wire.errors import ErrorCode
-from kbroker.wire.frame import decode_response, encode_request, read_frame
 from kbroker.wire.records import iter_batches
 from kbroker.wire.schema import API_BY_NAME
 
@@ -71,15 +71,18 @@ class ReplicaFetchers:
         backoff_s = self.config.get("replica.fetch.backoff.ms") / 1000
         wait_ms = self.config.get("replica.fetch.wait.max.ms")
         refusal = ""  # the last TLS or SASL failure logged, so that a retry does not log it again
+        refused = ErrorCode.NONE  # the leader's last top-level error, logged when it changes
         with scope:
             while True:
                 endpoint = next((b for b in self.broker.image.brokers if b.node_id == leader), None)
-                if endpoint is None:
-                    await trio.sleep(backoff_s)
+                partitions = self.followed(leader)
+                if endpoint is None or not partitions:
+                    await trio.sleep(backoff_s if endpoint is None else 0.1)
                     continue
                 try:
-                    stream = await self.broker.peers.connect(endpoint.host, endpoint.port,
-                                                             f"replica-{self.broker.node_id}")
+                    response = await self.broker.peers.call(
+                        (endpoint.host, endpoint.port), "Fetch", FETCH_VERSION, self._request(partitions, wait_ms),
+                        client_id=f"replica-{self.broker.node_id}", timeout_s=wait_ms / 1000 + 30, lane="fetch")
                 except PeerUnreachable as error:  # TLS or SASL refused: the settings, not the network
                     if str(error) != refusal:
                         refusal = str(error)
@@ -87,54 +90,39 @@ class ReplicaFetchers:
                     await trio.sleep(backoff_s)
                     continue
                 except OSError as error:
-                    logger.debug("replica fetcher cannot reach leader %d: %r", leader, error)
+                    logger.debug("replica fetcher for leader %d: %r", leader, error)
                     await trio.sleep(backoff_s)
                     continue
                 refusal = ""
-                async with stream:
-                    try:
-                        await self._session(stream, leader, wait_ms)
-                    except (OSError, trio.BrokenResourceError, trio.TooSlowError, DecodeError, EOFError) as error:
-                        logger.info("replica fetcher for leader %d: %r", leader, error)
-                    except Exception:  # a bug here must not take the broker down: log it, fetch again later
-                        logger.exception("replica fetcher for leader %d failed", leader)
-                await trio.sleep(backoff_s)
+                if response.error_code != ErrorCode.NONE:
+                    if response.error_code != refused:  # once per refusal, not once per retry
+                        refused = response.error_code
+                        hint = " (is this broker's principal in super.users?)" \
+                            if refused == ErrorCode.CLUSTER_AUTHORIZATION_FAILED else ""
+                        logger.warning("leader %d refuses this broker's fetches: %s%s", leader,
+                                       ErrorCode(refused).name, hint)
+                    await trio.sleep(backoff_s)
+                    continue
+                refused = ErrorCode.NONE
+                try:
+                    await self._apply_all(leader, partitions, response)
+                except Exception:  # a bug here must not take the broker down: log it, fetch again later
+                    logger.exception("replica fetcher for leader %d failed", leader)
+                    await trio.sleep(backoff_s)
 
-    async def _session(self, stream, leader: int, wait_ms: int) -> None:
-        correlation_id = 0
-        refused = ErrorCode.NONE  # the leader's last top-level error, logged when it changes
-        while True:
-            partitions = self.followed(leader)
-            if not partitions:
-                await trio.sleep(0.1)
-                continue
-            correlation_id += 1
-            request = self._request(partitions, wait_ms)
-            with trio.fail_after(wait_ms / 1000 + 30):
-                await stream.send_all(encode_request(FETCH.key, FETCH_VERSION, correlation_id,
-                                                     f"replica-{self.broker.node_id}", request))
-                _, response = decode_response(FETCH.key, FETCH_VERSION, await read_frame(stream))
-            if response.error_code != ErrorCode.NONE:
-                if response.error_code != refused:  # once per refusal, not once per retry
-                    refused = response.error_code
-                    hint = " (is this broker's principal in super.users?)" \
-                        if refused == ErrorCode.CLUSTER_AUTHORIZATION_FAILED else ""
-                    logger.warning("leader %d refuses this broker's fetches: %s%s", leader, ErrorCode(refused).name,
-                                   hint)
-                await trio.sleep(self.config.get("replica.fetch.backoff.ms") / 1000)
-                continue
-            refused = ErrorCode.NONE
-            by_key = {(p.topic, p.index): p for p in partitions}
-            waits = []
-            for topic in response.responses:
-                for answer in topic.partitions:
-                    partition = by_key.get((topic.topic, answer.partition_index))
-                    if partition is not None and partition.leader == leader:
-                        last = self._apply(partition, answer)
-                        if last is not None:
-                            waits.append((partition, last))
-            for partition, last in waits:  # what was appended is on disk before its offsets are reported
-                await partition.wait_durable(last)
+    async def _apply_all(self, leader: int, partitions, response) -> None:
+        """Append what the leader sent; what was appended is on disk before its offsets are reported."""
+        by_key = {(p.topic, p.index): p for p in partitions}
+        waits = []
+        for topic in response.responses:
+            for answer in topic.partitions:
+                partition = by_key.get((topic.topic, answer.partition_index))
+                if partition is not None and partition.leader == leader:
+                    last = self._apply(partition, answer)
+                    if last is not None:
+                        waits.append((partition, last))
+        for partition, last in waits:
+            await partition.wait_durable(last)
 
     def _request(self, partitions, wait_ms: int):
         topics: dict[str, list] = {}

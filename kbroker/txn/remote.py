@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from kbroker.controller.channel import RequestFailed, request_once
 from kbroker.txn.markers import write_markers
 from kbroker.wire.errors import ErrorCode
 from kbroker.wire.schema import API_BY_NAME
@@ -69,9 +68,9 @@ async def _send_markers(broker, leader: int, producer_id: int, producer_epoch: i
                 for name, indexes in topics.items()],
         coordinator_epoch=coordinator_epoch)
     try:
-        response = await request_once(address, "WriteTxnMarkers", _MARKERS_VERSION, WriteTxnMarkersRequest(
-            markers=[marker]), f"txn-coordinator-{broker.node_id}", _TIMEOUT_S, broker.peers.connect)
-    except RequestFailed:
+        response = await broker.peers.call(address, "WriteTxnMarkers", _MARKERS_VERSION, WriteTxnMarkersRequest(
+            markers=[marker]), client_id=f"txn-coordinator-{broker.node_id}", timeout_s=_TIMEOUT_S)
+    except OSError:
         return retry
     errors = dict(retry)
     for result in response.markers:
@@ -112,10 +111,10 @@ async def verify_with_coordinator(broker, coordinator: int, transactional_id: st
         topics=[AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction.AddPartitionsToTxnTopic(
             name=topic, partitions=[index])])
     try:
-        response = await request_once(address, "AddPartitionsToTxn", _ADD_PARTITIONS_VERSION,
-                                      AddPartitionsToTxnRequest(transactions=[transaction]),
-                                      f"partition-leader-{broker.node_id}", _TIMEOUT_S, broker.peers.connect)
-    except RequestFailed:
+        response = await broker.peers.call(address, "AddPartitionsToTxn", _ADD_PARTITIONS_VERSION,
+                                           AddPartitionsToTxnRequest(transactions=[transaction]),
+                                           client_id=f"partition-leader-{broker.node_id}", timeout_s=_TIMEOUT_S)
+    except OSError:
         return ErrorCode.NOT_ENOUGH_REPLICAS
     if response.error_code != ErrorCode.NONE:
         return response.error_code

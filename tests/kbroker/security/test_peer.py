@@ -146,7 +146,7 @@ async def test_a_peer_logs_in_with_plain_and_then_talks_kafka(tmp_path):
         broker, config = await _serving(nursery, tmp_path, "SASL_PLAINTEXT", **{
             "sasl.enabled.mechanisms": "PLAIN", "sasl.mechanism.inter.broker.protocol": "PLAIN",
             "listener.name.internal.plain.sasl.jaas.config": PLAIN_JAAS})
-        stream = await broker.peers.connect("127.0.0.1", broker.port)
+        stream = await broker.peers.security.connect("127.0.0.1", broker.port)
         async with stream:
             assert await _api_versions(stream) == 0
         wrong = PeerSecurity("INTERNAL", "SASL_PLAINTEXT", mechanism="PLAIN", username="broker", password="no")
