@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-_NEVER = 2**63 - 1  # Kafka's Long.MAX_VALUE: "no limit"
+NEVER = 2**63 - 1  # Kafka's Long.MAX_VALUE: "no limit"
 
 
 @dataclass(frozen=True)
@@ -15,14 +15,16 @@ class LogConfig:
     index_interval_bytes: int = 4096
     retention_ms: int = 7 * 24 * 3600 * 1000  # -1: keep forever
     retention_bytes: int = -1  # -1: no size limit
-    flush_messages: int = _NEVER
-    flush_ms: int = _NEVER
+    flush_messages: int = NEVER
+    flush_ms: int = NEVER
     cleanup_policy: str = "delete"  # "delete", "compact" or "compact,delete"
     delete_retention_ms: int = 24 * 3600 * 1000
     min_compaction_lag_ms: int = 0
-    max_compaction_lag_ms: int = _NEVER
+    max_compaction_lag_ms: int = NEVER
     min_cleanable_dirty_ratio: float = 0.5
     message_timestamp_type: str = "CreateTime"  # or "LogAppendTime"
+    message_timestamp_before_max_ms: int = NEVER  # how far in the past a CreateTime timestamp may be
+    message_timestamp_after_max_ms: int = NEVER  # how far in the future
     compression_type: str = "producer"  # or a codec the broker recompresses batches to
     file_delete_delay_ms: int = 60000
     max_message_bytes: int = 1024 * 1024 + 12

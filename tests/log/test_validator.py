@@ -53,3 +53,29 @@ def test_at_most_three_errors_are_shown_in_the_message_and_all_are_listed():
         validate_records(batch(*[None] * 5), LogConfig(cleanup_policy="compact"), "facts", 3)
     assert [e.batch_index for e in raised.value.record_errors] == [0, 1, 2, 3, 4]
     assert str(raised.value).count("RecordError(") == 3
+
+
+def stamped(*deltas, base_timestamp=1_000_000, compression=NONE) -> bytes:
+    return build_batch([Record(offset_delta=index, timestamp_delta=delta, key=b"k", value=b"value")
+                        for index, delta in enumerate(deltas)], base_timestamp=base_timestamp, compression=compression)
+
+
+@pytest.mark.parametrize("compression", [NONE, ZSTD])
+def test_create_time_timestamps_out_of_the_topics_bounds_refuse_the_batch(compression):
+    config = LogConfig(message_timestamp_before_max_ms=1000, message_timestamp_after_max_ms=100)
+    validate_records(stamped(-1000, 0, 100, compression=compression), config, "facts", 3, now_ms=1_000_000)
+    with pytest.raises(RecordValidationError) as refused:
+        validate_records(stamped(-1001, 0, 101, compression=compression), config, "facts", 3, now_ms=1_000_000)
+    assert refused.value.error_code == ErrorCode.INVALID_TIMESTAMP
+    assert [(e.batch_index, e.message) for e in refused.value.record_errors] == [
+        (0, "Timestamp 998999 of message with offset 0 is out of range. The timestamp should be within "
+            "[999000, 1000100]"),
+        (2, "Timestamp 1000101 of message with offset 2 is out of range. The timestamp should be within "
+            "[999000, 1000100]")]
+
+
+def test_timestamps_are_not_bounded_by_default_nor_on_a_log_append_time_topic():
+    far = stamped(0, base_timestamp=1)
+    validate_records(far, LogConfig(), "facts", 3, now_ms=10**12)
+    bounded = LogConfig(message_timestamp_type="LogAppendTime", message_timestamp_before_max_ms=0)
+    validate_records(far, bounded, "facts", 3, now_ms=10**12)
