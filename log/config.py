@@ -11,6 +11,7 @@ NEVER = 2**63 - 1  # Kafka's Long.MAX_VALUE: "no limit"
 class LogConfig:
     segment_bytes: int = 1024 * 1024 * 1024
     segment_ms: int = 7 * 24 * 3600 * 1000
+    segment_jitter_ms: int = 0  # each segment rolls up to this much before segment.ms, at random
     segment_index_bytes: int = 10 * 1024 * 1024
     index_interval_bytes: int = 4096
     retention_ms: int = 7 * 24 * 3600 * 1000  # -1: keep forever

@@ -14,6 +14,7 @@ from __future__ import annotations
 import bisect
 import logging
 import os
+import random
 import time
 from dataclasses import dataclass
 
@@ -45,6 +46,7 @@ EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
 _RELATIVE_OFFSET_MAX = 2**31 - 1
+_RANDOM = random.Random()
 
 
 class OffsetOutOfRange(Exception):
@@ -129,6 +131,8 @@ class Log:
         self._last_flush_ms = _now_ms()
         self._retired: list[tuple[int, LogSegment]] = []
         self._active_created_ms = 0
+        self._roll_jitter_ms = 0  # the active segment's share of segment.jitter.ms
+        self.random = _RANDOM  # where segment.jitter.ms draws from; a test may give its own, seeded
         # Set by the LogManager: the topic id from partition.metadata and the
         # leader epoch cache kept in leader-epoch-checkpoint.
         self.topic_id = None
@@ -157,6 +161,7 @@ class Log:
         log = cls(directory, config or LogConfig())
         now_ms = _now_ms() if now_ms is None else now_ms
         log._active_created_ms = now_ms
+        log._roll_jitter_ms = log._draw_roll_jitter()
         if _make_directory(directory):
             # A directory made just now holds nothing to scan, recover or replay: creating
             # thousands of partitions then costs one mkdir each and no file until data comes.
@@ -392,9 +397,15 @@ class Log:
         if active.size == 0 and not offsets_overflow:
             return
         too_big = active.size + size > self.config.segment_bytes
-        too_old = now_ms - self._active_created_ms >= self.config.segment_ms
+        too_old = now_ms - self._active_created_ms >= self.config.segment_ms - self._roll_jitter_ms
         if too_big or too_old or offsets_overflow or active.indexes_full:
             self.roll(now_ms, first_offset)
+
+    def _draw_roll_jitter(self) -> int:
+        """How much earlier than segment.ms a new segment rolls (Kafka's LogConfig.randomSegmentJitter), so
+        that partitions created together do not all roll at once."""
+        jitter_ms = min(self.config.segment_jitter_ms, self.config.segment_ms)
+        return self.random.randrange(jitter_ms) if jitter_ms > 0 else 0
 
     def roll(self, now_ms: int | None = None, base_offset: int | None = None) -> LogSegment:
         """Start a new active segment at the log end offset."""
@@ -409,6 +420,7 @@ class Log:
         segment.next_offset = base_offset
         self._add_segment(segment)
         self._active_created_ms = _now_ms() if now_ms is None else now_ms
+        self._roll_jitter_ms = self._draw_roll_jitter()
         # As Kafka: a producer snapshot per segment bounds the replay after a restart.
         if self.producer_state.end_offset == base_offset:
             self.producer_state.take_snapshot(self.directory)

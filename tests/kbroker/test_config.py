@@ -107,6 +107,12 @@ def test_settings_not_acted_on_are_named_when_given_another_value_than_their_def
     assert overrides().ignored_settings() == []
 
 
+def test_roll_jitter_reaches_the_log_config_in_milliseconds():
+    assert overrides("log.roll.jitter.hours=1").log_config().segment_jitter_ms == 3600 * 1000
+    assert overrides("log.roll.jitter.ms=5", "log.roll.jitter.hours=1").log_config().segment_jitter_ms == 5
+    assert overrides().log_config().segment_jitter_ms == 0
+
+
 def test_every_setting_not_acted_on_is_listed_among_the_differences_from_kafka():
     differences = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "kafka-differences.md").read_text()
     unlisted = [setting.name for setting in SETTINGS if not setting.used and setting.name not in differences

@@ -12,6 +12,7 @@ from __future__ import annotations
 import builtins
 import errno
 import os
+import random
 import struct
 
 import pytest
@@ -336,6 +337,24 @@ def test_segments_roll_by_age_but_an_empty_one_never_does(tmp_path):
     assert [s.base_offset for s in log.segments] == [0, 1]
     leader_append(log, now_ms=6_000)
     assert [s.base_offset for s in log.segments] == [0, 1, 2]
+    log.close()
+
+
+def test_segment_jitter_rolls_each_segment_earlier_by_its_own_random_share(tmp_path):
+    log = Log.open(str(tmp_path / "t-0"), LogConfig(segment_ms=1_000, segment_jitter_ms=400), now_ms=0)
+    log.random = random.Random(7)
+    expected = random.Random(7)
+    created_ms = 0
+    leader_append(log, now_ms=created_ms)
+    log.roll(now_ms=created_ms)  # from here each new segment draws from the seeded source
+    for rolled in range(2, 5):
+        jitter_ms = expected.randrange(400)
+        leader_append(log, now_ms=created_ms)
+        leader_append(log, now_ms=created_ms + 999 - jitter_ms)
+        assert len(log.segments) == rolled
+        created_ms += 1_000 - jitter_ms
+        leader_append(log, now_ms=created_ms)  # Kafka: rolls once segment.ms less the jitter has passed
+        assert len(log.segments) == rolled + 1
     log.close()
 
 
