@@ -294,7 +294,8 @@ SETTINGS: tuple[Setting, ...] = (
        OneOf(*_COMPRESSION)),
     _S("max.incremental.fetch.session.cache.slots", "int", 1000, "Fetch sessions (KIP-227) kept at once; not "
        "read: kbroker grants no fetch sessions.", AtLeast(0), used=False),
-    _S("unclean.leader.election.enable", "bool", False, "Let an out-of-sync replica become leader, losing data."),
+    _S("unclean.leader.election.enable", "bool", False, "Let an out-of-sync replica become leader, losing data; "
+       "not read: kbroker elects leaders from the ISR only.", used=False),
     _S("auto.leader.rebalance.enable", "bool", True, "Move leadership back to preferred replicas."),
     _S("leader.imbalance.check.interval.seconds", "long", 300, "How often the controller looks for leaders to "
        "move back to their preferred replicas.", AtLeast(1)),
