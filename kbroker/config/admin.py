@@ -73,14 +73,19 @@ def topic_setting(name: str):
 
 def describe_topic(layers: ConfigLayers, image: MetadataImage, name: str, keys: list[str] | None) -> list[ConfigEntry]:
     """Every topic config (or those named in ``keys``) of topic ``name``; ConfigsError if there is none."""
+    return topic_entries(layers, _existing_topic(image, name).configs, keys)
+
+
+def _existing_topic(image: MetadataImage, name: str, missing_message: str | None = None):
+    """Topic ``name`` of the image; ConfigsError for an invalid name or one that does not exist."""
     try:
         validate_topic_name(name)
     except TopicError as error:
         raise ConfigsError(error.error_code, str(error)) from None
     topic = image.topics.get(name)
     if topic is None:
-        raise ConfigsError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    return topic_entries(layers, topic.configs, keys)
+        raise ConfigsError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, missing_message)
+    return topic
 
 
 def topic_entries(layers: ConfigLayers, overrides: dict[str, str], keys: list[str] | None = None) -> list[ConfigEntry]:
@@ -222,14 +227,7 @@ def _topic_configs(image: MetadataImage, resource_type: int, name: str) -> dict[
         raise ConfigsError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type: {resource_type}")
     if name == "":
         raise ConfigsError(ErrorCode.INVALID_REQUEST, "Default topic resources are not allowed.")
-    try:
-        validate_topic_name(name)
-    except TopicError as error:
-        raise ConfigsError(error.error_code, str(error)) from None
-    topic = image.topics.get(name)
-    if topic is None:
-        raise ConfigsError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
-    return dict(topic.configs)
+    return dict(_existing_topic(image, name, f"The topic '{name}' does not exist.").configs)
 
 
 def _parts(config: BrokerConfig, current: dict[str, str], name: str) -> tuple[str, ...]:
