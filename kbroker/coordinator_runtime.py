@@ -12,7 +12,10 @@ an internal compacted topic (``__consumer_offsets``, ``__transaction_state``):
 - at start, and when the topic is created, each partition is loaded by
   replaying its records, yielding every 1,000 records so that requests
   meanwhile are answered (COORDINATOR_LOAD_IN_PROGRESS by the core);
-- timers: the core's ``next_deadline_ms`` and the subclass's ``timer_work``.
+- timers: the core's ``next_deadline_ms`` and the subclass's ``timer_work``;
+- time: the wall clock of the ``Clock`` the runtime is given (kbroker/log/clock.py), as
+  Kafka's coordinators keep theirs: the times the cores store (a group's state change, a
+  transaction's start) and the records' timestamps are wall-clock milliseconds.
 
 A subclass names its topic and says how to make its core, encode and replay
 records, create the topic and what its timers do.
@@ -21,11 +24,11 @@ records, create the topic and what its timers do.
 from __future__ import annotations
 
 import logging
-import time
 
 import trio
 
 from kbroker.effects import CoordinatorError, Persist, Respond
+from kbroker.log.clock import SYSTEM_CLOCK, Clock
 from kbroker.topics import TopicError, TopicRequest, plan_topic
 from kbroker.log.producer_state import read_txn_marker
 from kbroker.wire import DecodeError
@@ -58,7 +61,8 @@ _TIMER_IDLE_S = 1.0  # the timer task's longest sleep
 
 
 def now_ms() -> int:
-    return int(time.time() * 1000)
+    """The system clock's wall time, for the handlers until they read their runtime's (``shell.now_ms()``)."""
+    return SYSTEM_CLOCK.wall_ms()
 
 
 class _Waiter:
@@ -70,8 +74,9 @@ class _Waiter:
 class CoordinatorRuntime:
     topic: str  # the internal topic, set by the subclass
 
-    def __init__(self, broker) -> None:
+    def __init__(self, broker, clock: Clock = SYSTEM_CLOCK) -> None:
         self.broker = broker
+        self.clock = clock
         self._coordinator = None  # made (and the core imported) at the first request or load
         self._waiters: dict[int, _Waiter] = {}
         self._next_waiter = 0
@@ -118,6 +123,10 @@ class CoordinatorRuntime:
         return []
 
     # -- running ----------------------------------------------------------------------
+
+    def now_ms(self) -> int:
+        """The time the core is told (``now_ms`` in its calls): the clock's wall time."""
+        return self.clock.wall_ms()
 
     @property
     def coordinator(self):
@@ -180,7 +189,7 @@ class CoordinatorRuntime:
         """Rebuild the partition's state from its records, yielding between reads."""
         log = self.broker.partition(self.topic, partition).log
         offset, end, count = log.log_start_offset, log.log_end_offset, 0
-        started = time.monotonic()
+        started_ms = self.clock.monotonic_ms()
         while offset < end:
             region = log.read(offset, _LOAD_READ_BYTES, upper_bound=end)
             if region is None:
@@ -209,26 +218,32 @@ class CoordinatorRuntime:
             await trio.lowlevel.checkpoint()
         if partition not in self.coordinator.loading:
             return  # unloaded meanwhile: leadership moved on
-        for key, effects in self.loaded(partition, now_ms()):
+        for key, effects in self.loaded(partition, self.now_ms()):
             self.apply(key, effects)
         self._timers_changed.set()
         if count:
             logger.debug("%s-%d: %d records loaded in %.0f ms", self.topic, partition, count,
-                        (time.monotonic() - started) * 1000)
+                        self.clock.monotonic_ms() - started_ms)
 
     async def _fire_timers(self) -> None:
         while self._coordinator is None:  # nothing to time before the first request or load
             await self._timers_changed.wait()
             self._timers_changed = trio.Event()
         while True:
-            now = now_ms()
-            for key, effects in self.timer_work(now):
-                self.apply(key, effects)
-            due = self.coordinator.next_deadline_ms()
-            sleep_s = _TIMER_IDLE_S if due is None else min(_TIMER_IDLE_S, max(0, due - now) / 1000)
+            wait_ms = self.fire_timers()
+            sleep_s = _TIMER_IDLE_S if wait_ms is None else min(_TIMER_IDLE_S, wait_ms / 1000)
             with trio.move_on_after(sleep_s):
                 await self._timers_changed.wait()
             self._timers_changed = trio.Event()
+
+    def fire_timers(self) -> int | None:
+        """Carry out what is due by the clock's time; how long until the next timer is due (None:
+        none is set). The timer task calls it, and a test after moving a ``FakeClock``."""
+        now = self.now_ms()
+        for key, effects in self.timer_work(now):
+            self.apply(key, effects)
+        due = self.coordinator.next_deadline_ms()
+        return None if due is None else max(0, due - now)
 
     # -- waiters and effects ---------------------------------------------------------------
 
@@ -295,7 +310,7 @@ class CoordinatorRuntime:
             transactional = {} if producer is None else {"producer_id": producer[0], "producer_epoch": producer[1],
                                                          "transactional": True}
             batch = build_batch([Record(offset_delta=i, key=k, value=v) for i, (k, v) in enumerate(encoded)],
-                                base_timestamp=now_ms(), **transactional)
+                                base_timestamp=self.now_ms(), **transactional)
             partition = self.broker.partition(self.topic, index)
             appended = partition.append(bytearray(batch), origin="coordinator")
         except (OSError, KeyError) as error:

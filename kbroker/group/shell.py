@@ -9,6 +9,7 @@ metadata image as the KIP-848 groups see it.
 from __future__ import annotations
 
 from kbroker.coordinator_runtime import CoordinatorRuntime, decode_record, encode_record, now_ms
+from kbroker.log.clock import SYSTEM_CLOCK, Clock
 from kbroker.topics import TopicRequest
 
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -43,8 +44,8 @@ def coordinator_config(config):
 class GroupShell(CoordinatorRuntime):
     topic = OFFSETS_TOPIC
 
-    def __init__(self, broker) -> None:
-        super().__init__(broker)
+    def __init__(self, broker, clock: Clock = SYSTEM_CLOCK) -> None:
+        super().__init__(broker, clock)
         self._retention_check_ms = broker.config.offsets_retention_check_interval_ms
         self._next_retention_check_ms = 0
         self._topics_view: tuple[object, object] = (None, None)
@@ -75,7 +76,7 @@ class GroupShell(CoordinatorRuntime):
         if producer_id is not None and isinstance(key, records.OffsetCommitKey):
             self.coordinator.offsets.replay_transactional(producer_id, key, value)
         else:
-            self.coordinator.replay(key, value, now_ms())
+            self.coordinator.replay(key, value, self.now_ms())
 
     def transaction_ended(self, partition: int, producer_id: int, commit: bool) -> None:
         """A transaction marker in offsets partition ``partition``: that producer's offsets count, or not."""

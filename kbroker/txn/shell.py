@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 
-from kbroker.coordinator_runtime import CoordinatorRuntime, decode_record, encode_record, now_ms
+from kbroker.coordinator_runtime import CoordinatorRuntime, decode_record, encode_record
 from kbroker.group.shell import OFFSETS_TOPIC
 from kbroker.topics import TopicRequest
 from kbroker.txn.remote import write_markers_anywhere
@@ -72,7 +72,7 @@ class TxnShell(CoordinatorRuntime):
 
         decoded = decode_record(records, TRANSACTION_STATE_TOPIC, partition, record)
         if decoded is not None:
-            self.coordinator.replay(*decoded, now_ms())
+            self.coordinator.replay(*decoded, self.now_ms())
 
     def partition_of(self, transactional_id: str) -> int:
         from kbroker.txn.records import coordinator_partition
@@ -114,7 +114,7 @@ class TxnShell(CoordinatorRuntime):
                                sorted(remaining))
                 await trio.sleep(_MARKER_RETRY_S)
         self.apply(key, self.coordinator.markers_written(effect.transactional_id, effect.producer_id,
-                                                         effect.producer_epoch, now_ms()))
+                                                         effect.producer_epoch, self.now_ms()))
 
 
 def _by_transactional_id(effects: list) -> list[tuple[str, list]]:

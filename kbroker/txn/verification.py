@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kbroker.coordinator_runtime import now_ms
 from kbroker.effects import CoordinatorError
 from kbroker.txn.remote import verify_with_coordinator
 from kbroker.wire.errors import ErrorCode
@@ -39,7 +38,7 @@ async def add_to_transaction(broker, transactional_id: str | None, topic: str, i
     except CoordinatorError:
         return
     _, effects = shell.coordinator.add_partitions(transactional_id, producer_id, producer_epoch, [(topic, index)],
-                                                  verify_only=False, now_ms=now_ms())
+                                                  verify_only=False, now_ms=shell.now_ms())
     await shell.wait_applied(transactional_id, effects)
 
 
