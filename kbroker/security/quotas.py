@@ -8,7 +8,9 @@ entity share one meter. A meter is Kafka's windowed rate: ``quota.window.num``
 samples of ``quota.window.size.seconds``. Over the bound, the answer carries
 Kafka's throttle time, ``(rate - bound) / bound * window``, at most one
 sample window, and the broker stops reading the connection that long.
-Sans-IO: time comes in as ``now_ms``.
+The meters are sans-IO: time comes in as ``now_ms``. ``ClientQuotas`` is the
+broker's side: the bounds in the metadata image, the meters, and the injected
+clock whose monotonic time it meters by.
 """
 
 from __future__ import annotations
@@ -16,8 +18,10 @@ from __future__ import annotations
 import ipaddress
 import math
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 
+from kbroker.log.clock import SYSTEM_CLOCK, Clock
 from kbroker.wire.errors import ErrorCode
 
 USER, CLIENT_ID, IP = "user", "client-id", "ip"
@@ -249,3 +253,46 @@ class QuotaMeters:
             return 0
         throttle_ms = (rate - bound) / bound * meter.window_size_ms(now_ms)
         return int(min(throttle_ms, self.window_ms))
+
+
+class ClientQuotas:
+    """The quotas a broker enforces on its clients: the bounds from the metadata (``quotas_of()``, the
+    image's ``client_quotas``, read at every call so that an altered quota counts at once), metered in
+    ``meters`` at the ``clock``'s monotonic time."""
+
+    def __init__(self, quotas_of: Callable[[], dict[Entity, dict[str, float]]], meters: QuotaMeters,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
+        self._quotas_of, self.meters, self.clock = quotas_of, meters, clock
+
+    def throttle_ms(self, principal: str, client_id: str, key: str, value: float) -> int:
+        """Count a client's usage against its quota ``key``; the throttle time Kafka would answer with."""
+        quotas = self._quotas_of()
+        if not quotas:
+            return 0
+        bound, metered = quota_for(quotas, principal.partition(":")[2], client_id, key)
+        if bound is None:
+            return 0
+        return self.meters.record_and_throttle_ms(key, metered, bound, value, self.clock.monotonic_ms())
+
+    def connection_throttle_ms(self, ip: str) -> int:
+        """0 to serve a new connection from ``ip``; else it exceeds the IP's connection_creation_rate
+        (KIP-612) and is closed after that many milliseconds, as Kafka's acceptor does."""
+        quotas = self._quotas_of()
+        if not quotas:
+            return 0
+        bound, metered = ip_quota_for(quotas, ip)
+        if bound is None:
+            return 0
+        return self.meters.admit_connection(metered, bound, self.clock.monotonic_ms())
+
+    def mutation_quota(self, principal: str, client_id: str) -> TokenBucket | None:
+        """The client's controller_mutation_rate bucket (KIP-599), None without that quota; its callers
+        tell it ``clock.monotonic_ms()``. Metered by the broker the client sends its CreateTopics,
+        CreatePartitions and DeleteTopics to."""
+        quotas = self._quotas_of()
+        if not quotas:
+            return None
+        bound, metered = quota_for(quotas, principal.partition(":")[2], client_id, CONTROLLER_MUTATION_RATE)
+        if bound is None:
+            return None
+        return self.meters.bucket(metered, bound, self.clock.monotonic_ms())

@@ -7,9 +7,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kbroker.security.quotas import (CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, QuotaMeters, RateMeter, TokenBucket,
-                                     describe, entity, ip_quota_for, quota_for, validate_alteration,
-                                     validate_describe)
+from kbroker.log.clock import FakeClock
+from kbroker.security.quotas import (CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, PRODUCER_BYTE_RATE, ClientQuotas,
+                                     QuotaMeters, RateMeter, TokenBucket, describe, entity, ip_quota_for, quota_for,
+                                     validate_alteration, validate_describe)
 from kbroker.wire.errors import ErrorCode
 
 LEVELS = [  # Kafka's precedence, most specific first
@@ -155,3 +156,49 @@ def test_a_refused_connection_is_not_counted():
     assert [meters.admit_connection(ip, 3.0, now_ms=0) for _ in range(4)] == [0, 0, 333, 333]
     assert meters.admit_connection(ip, 3.0, now_ms=1000) == 333  # still 3 counted in the last second...
     assert meters.admit_connection(ip, 3.0, now_ms=2000) == 0  # ... until they age out
+
+
+def client_quotas(quotas: dict, samples: int = 11) -> tuple[ClientQuotas, FakeClock]:
+    clock = FakeClock(monotonic_ms=50_000)
+    return ClientQuotas(lambda: quotas, QuotaMeters(samples=samples, window_ms=1000), clock), clock
+
+
+def test_client_quotas_meter_by_their_clock_and_follow_an_altered_bound():
+    quotas: dict = {}
+    limits, clock = client_quotas(quotas)
+    assert limits.throttle_ms("User:alice", "app", PRODUCER_BYTE_RATE, 10**9) == 0  # no quota: nothing metered
+    assert not limits.meters._meters
+    quotas[entity(user="alice")] = {PRODUCER_BYTE_RATE: 1000.0}
+    assert limits.throttle_ms("User:alice", "app", PRODUCER_BYTE_RATE, 5000) == 0  # 5000 B over 10 s
+    assert limits.throttle_ms("User:bob", "app", PRODUCER_BYTE_RATE, 10**9) == 0  # bob has no quota
+    assert limits.throttle_ms("User:alice", "app", PRODUCER_BYTE_RATE, 10_000) == 1000  # at most one window
+    clock.advance(10_999)  # the first sample is still counted...
+    assert limits.throttle_ms("User:alice", "app", PRODUCER_BYTE_RATE, 0) > 0
+    clock.advance(1)  # ... until it ages out
+    assert limits.throttle_ms("User:alice", "app", PRODUCER_BYTE_RATE, 5000) == 0
+    quotas[entity(user="alice")] = {PRODUCER_BYTE_RATE: 100.0}  # altered: counts at the next request
+    assert limits.throttle_ms("User:alice", "app", PRODUCER_BYTE_RATE, 0) == 1000
+
+
+def test_client_quotas_refuse_connections_over_an_ips_rate_until_the_clock_moves_on():
+    limits, clock = client_quotas({entity(ip=None): {"connection_creation_rate": 3.0}}, samples=2)
+    assert [limits.connection_throttle_ms("10.0.0.1") for _ in range(4)] == [0, 0, 0, 333]
+    assert limits.connection_throttle_ms("10.0.0.2") == 0  # each IP metered apart
+    clock.advance(1000)
+    assert limits.connection_throttle_ms("10.0.0.1") == 333  # three still counted in the last second
+    clock.advance(1000)
+    assert limits.connection_throttle_ms("10.0.0.1") == 0
+    assert client_quotas({})[0].connection_throttle_ms("10.0.0.1") == 0
+
+
+def test_client_quotas_mutation_bucket_refills_as_the_clock_moves():
+    limits, clock = client_quotas({entity(client_id=None): {CONTROLLER_MUTATION_RATE: 1.0}})
+    bucket = limits.mutation_quota("User:alice", "app")
+    bucket.record(21, clock.monotonic_ms())  # a burst of 11, overdrawn by 10: 10 s at 1/s
+    assert bucket.throttle_ms(clock.monotonic_ms()) == 10_000
+    clock.advance(4000)
+    assert limits.mutation_quota("User:alice", "app") is bucket  # the client's own bucket, kept
+    assert bucket.throttle_ms(clock.monotonic_ms()) == 6000
+    assert limits.mutation_quota("User:alice", "other").throttle_ms(clock.monotonic_ms()) == 0  # each client its own
+    assert client_quotas({})[0].mutation_quota("User:alice", "app") is None
+
