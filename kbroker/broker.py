@@ -1,14 +1,14 @@
 """One broker process: its metadata image, its logs and its listeners.
 
-Its metadata comes one of two ways. Alone (no ``controller.quorum.voters``), the
-broker is its own controller: it plans each change and commits it to its
-embedded metadata log. In a quorum-run cluster its image is what this process's
-member of the quorum has applied: a voter, when the process is a combined
-``broker,controller`` node, else an observer that fetches the metadata log
-without voting (kbroker/metadata/observer.py). It registers and heartbeats with
-the active controller (kbroker/lifecycle.py), and the admin requests that change
-metadata are forwarded to the active controller, which plans them against the
-whole truth.
+Its image is what this process's member of the metadata quorum has applied: a
+voter, when the process is a combined ``broker,controller`` node, else an observer
+that fetches the metadata log without voting (kbroker/metadata/observer.py). A
+single node (no ``controller.quorum.voters``) is a combined node whose quorum has
+one voter, itself, reached in process rather than over a listener
+(``Controller.sole_voter``). Either way the broker registers and heartbeats with the
+active controller (kbroker/lifecycle.py), and the admin requests that change
+metadata are forwarded to it, which plans them against the whole truth: one
+metadata path for one node and for many.
 """
 
 from __future__ import annotations
@@ -24,9 +24,11 @@ import trio
 from kbroker.config import BrokerConfig, ConfigError
 from kbroker.config.definitions import LONG_MAX
 from kbroker.controller.channel import ControllerChannel, ControllerUnavailable
+from kbroker.controller.controller import Controller
 from kbroker.data_directories import DataDirectories
 from kbroker.config.dynamic import ConfigLayers
 from kbroker.lifecycle import BrokerLifecycle
+from kbroker.listen import bind_listeners
 from kbroker.replication.fetcher import ReplicaFetchers
 from kbroker.replication.flusher import Flusher, flush_dirty_logs
 from kbroker.replication.isr import IsrManager
@@ -35,8 +37,7 @@ from kbroker.group.shell import GroupShell
 from kbroker.replication.log_maintenance import LogMaintenance
 from kbroker.txn.shell import TxnShell
 from kbroker.metadata.image import BrokerEndpoint, MetadataImage
-from kbroker.metadata.metadata_log import MetadataLog
-from kbroker.peers import Peers
+from kbroker.peers import InProcessPeers, Peers
 from kbroker.replication.replica import Partition
 from kbroker.producer_ids import ProducerIdBlock
 from kbroker.security.authorization import Authorization
@@ -45,7 +46,7 @@ from kbroker.security.quotas import CONTROLLER_MUTATION_RATE, QuotaMeters, Token
 from kbroker.security.peer import PeerSecurity
 from kbroker.security.scram import ScramCredential, credential_of
 from kbroker.server import Server, ServerLimits
-from kbroker.topics import TopicError, TopicRequest, plan_topic, topic_log_config
+from kbroker.topics import TopicRequest, topic_log_config
 from kbroker.log.checkpoint import fsync_file_and_directory, kafka_uuid_string
 from kbroker.log.manager import LogManager
 from kbroker.log.segment import SegmentSettings
@@ -57,6 +58,7 @@ CreateTopicsRequest = API_BY_NAME["CreateTopics"].request_class
 AllocateProducerIdsRequest = API_BY_NAME["AllocateProducerIds"].request_class
 
 
+AUTO_CREATION_WAIT_S = 0.5  # how long a request that auto-creates topics waits for them (Broker.auto_create)
 SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}  # Kafka's SecurityProtocol
 
 
@@ -135,29 +137,30 @@ class Broker:
         self.static_config = self.config = config or BrokerConfig.load()
         self.config_layers = ConfigLayers(self.static_config)
         self.logs = LogManager(settings.data_dir)
-        self.quorum = quorum  # this process's member of the metadata quorum (a Controller or a QuorumObserver), or None
-        self.forwards = quorum is not None  # metadata changes go to the active controller
-        self.serving = quorum is None  # in a quorum, once registered, caught up and unfenced
-        self.is_active = True  # a broker that does not forward makes the changes itself
-        self.lifecycle = None
-        self.controller_peers: Peers | None = None  # connections kept to the controllers (in a quorum)
+        # This process's member of the metadata quorum: a Controller or a QuorumObserver, given by the
+        # kbroker command in a cluster; alone, the sole voter of a quorum of one, made here.
+        self.alone = quorum is None
         if quorum is None:
-            self.cluster_id = _cluster_id(settings.data_dir, settings.node_id)
-            self.metadata_log = MetadataLog(settings.data_dir)
-            self.image = self.metadata_log.replay(MetadataImage(cluster_id=self.cluster_id,
-                                                                controller_id=settings.node_id))
-        else:
-            self.cluster_id = quorum.cluster_id
-            self.metadata_log = None
-            self.image = self._view(quorum.state.image)
-            quorum.state.on_change = self._metadata_applied
+            quorum = Controller.sole_voter(self.config, settings.data_dir,
+                                           _cluster_id(settings.data_dir, settings.node_id))
+        self.quorum = quorum
+        self.forwards = True  # metadata changes go to the active controller
+        self.serving = False  # once registered, caught up and unfenced
+        self.cluster_id = quorum.cluster_id
+        self.image = self._view(quorum.state.image)
+        self._image_moved = trio.Event()  # set, and replaced, at each change of the image
+        quorum.state.on_change = self._metadata_applied
+        if self.alone:  # the controller is in this process and listens on nothing
+            voters = {self.node_id: ("in-process", 0)}
+            self.controller_peers = InProcessPeers(quorum.server, client_id=f"broker-{self.node_id}")
+        else:  # connections kept to the controllers
             voters = {voter.node_id: (voter.host, voter.port) for voter in self.config.quorum_voters}
             self.controller_peers = Peers(PeerSecurity.controller(self.config), client_id=f"broker-{self.node_id}")
-            channel = ControllerChannel(f"broker-{self.node_id}", voters, self.controller_peers,
-                                        lambda: quorum.driver.node.leader,
-                                        request_timeout_s=self.config.get("controller.quorum.request.timeout.ms") / 1000)
-            self.lifecycle = BrokerLifecycle(self, channel, interval_ms=self.config.get("broker.heartbeat.interval.ms"),
-                                             session_timeout_ms=self.config.get("broker.session.timeout.ms"))
+        channel = ControllerChannel(f"broker-{self.node_id}", voters, self.controller_peers,
+                                    lambda: quorum.driver.node.leader,
+                                    request_timeout_s=self.config.get("controller.quorum.request.timeout.ms") / 1000)
+        self.lifecycle = BrokerLifecycle(self, channel, interval_ms=self.config.get("broker.heartbeat.interval.ms"),
+                                         session_timeout_ms=self.config.get("broker.session.timeout.ms"))
         self._take_dynamic_configs()
         self.log_defaults = self.config.log_config()
         self.maintenance = LogMaintenance(self.logs, self.config)
@@ -166,7 +169,7 @@ class Broker:
         self.authorization = Authorization(self.config)  # ACLs, when authorizer.class.name names ours
         self.quota_meters = QuotaMeters(self.config.quota_window_num, self.config.quota_window_size_seconds * 1000)
         # connections kept to the others' inter-broker listeners (a lone broker reaches none)
-        self.peers = Peers(PeerSecurity.inter_broker(self.config) if quorum is not None else PeerSecurity(),
+        self.peers = Peers(PeerSecurity() if self.alone else PeerSecurity.inter_broker(self.config),
                            client_id=f"broker-{self.node_id}")
         limits = _limits(settings.limits, self.static_config, self.config)
         self.servers = [Server(self, limits, security=self._listener_security(listener))
@@ -177,8 +180,8 @@ class Broker:
         self._nursery: trio.Nursery | None = None
         self.flusher: Flusher | None = None  # started by run()
         self.producer_ids = ProducerIdBlock()
-        self.fetchers = ReplicaFetchers(self) if quorum is not None else None
-        self.isr = IsrManager(self) if quorum is not None else None
+        self.fetchers = ReplicaFetchers(self)
+        self.isr = IsrManager(self)
         self.txn_guards = VerificationGuards()  # partitions verified with a coordinator elsewhere (KIP-890)
         self.groups = GroupShell(self)
         self.transactions = TxnShell(self)
@@ -194,7 +197,7 @@ class Broker:
     @property
     def metadata_offset(self) -> int:
         """The offset of the last metadata change this broker has applied (heartbeats report it)."""
-        return self.quorum.state.applied_offset if self.quorum is not None else -1
+        return self.quorum.state.applied_offset
 
     def min_insync_replicas(self, topic) -> int:
         """The topic's min.insync.replicas (its override, else the broker's)."""
@@ -220,24 +223,15 @@ class Broker:
         finds it here next."""
         with trio.move_on_after(min(timeout_s, 30)):
             while not names <= self.image.topics.keys():
-                await trio.sleep(0.01)
+                await self._image_moved.wait()
 
-    def create_topics_soon(self, wanted: list[TopicRequest]) -> None:
-        """Auto-creation (a Metadata request, an internal topic). Alone, the topics are made now; in a
-        quorum the active controller is asked in the background, and the caller answers as Kafka's
-        brokers do meanwhile (the topic is not there yet; the client asks again)."""
-        if self.quorum is None:
-            plans = []
-            for request in wanted:
-                try:
-                    plans.extend(plan_topic(self.image, request, default_partitions=self.config.num_partitions,
-                                            default_replication=self.config.default_replication_factor,
-                                            known_configs=set(request.configs)))
-                except TopicError:
-                    continue  # an invalid name: the caller reports the topic unknown, as Kafka does
-            if plans:
-                self.commit(plans)
-            return
+    async def auto_create(self, wanted: list[TopicRequest]) -> None:
+        """Auto-creation (a Metadata request, an internal topic): the active controller is asked in the
+        background, and the caller waits up to AUTO_CREATION_WAIT_S for the topics to reach this broker's
+        image, then answers from the image. Those not there yet it answers as Kafka's brokers do meanwhile
+        (unknown; the client asks again). Kafka's brokers answer at once; waiting the controller's round
+        trip spares clients a retry after their metadata backoff (100 ms and more), and a single node
+        creates a topic in a few milliseconds."""
         body = CreateTopicsRequest(timeout_ms=30_000, validate_only=False, topics=[
             CreateTopicsRequest.CreatableTopic(
                 name=request.name, num_partitions=request.num_partitions,
@@ -246,6 +240,7 @@ class Broker:
                          for name, value in request.configs.items()])
             for request in wanted])
         self.start_soon(self._create_in_background, body)
+        await self.await_topics({request.name for request in wanted}, AUTO_CREATION_WAIT_S)
 
     async def _create_in_background(self, body) -> None:
         try:
@@ -270,14 +265,6 @@ class Broker:
             return None
         return response.producer_id_start, response.producer_id_start + response.producer_id_len
 
-    def commit(self, records: list) -> None:
-        """Make a metadata change durable, then show it: the new image and its logs."""
-        if self.metadata_log is None:
-            raise RuntimeError("a broker in a controller quorum changes metadata through the active controller")
-        before = self.image
-        self.image = self.metadata_log.commit(self.image, records)
-        self._image_changed(before)
-
     def _view(self, image: MetadataImage) -> MetadataImage:
         """The quorum's image as this broker serves it: clients see it as their controller, as KRaft
         brokers show themselves (admin requests are forwarded from here)."""
@@ -287,6 +274,8 @@ class Broker:
         previous = self.image
         self.image = self._view(after)
         self._image_changed(previous)
+        self._image_moved.set()
+        self._image_moved = trio.Event()
 
     def _image_changed(self, before: MetadataImage) -> None:
         """Open, reconfigure and delete logs as the image changed from ``before``; tell this broker's
@@ -363,11 +352,6 @@ class Broker:
             return current or ListenerSecurity.from_config(self.static_config, listener.name,
                                                            listener.security_protocol)
 
-    async def submit(self, records: list) -> int | None:
-        """Commit a metadata change for a handler; None, or the error code of a change not made."""
-        self.commit(records)
-        return None
-
     def partition(self, topic: str, index: int) -> Partition:
         """This broker's replica of a partition (it leads it, or follows its leader)."""
         key = (topic, index)
@@ -405,7 +389,10 @@ class Broker:
 
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Serve until cancelled; reports the bound (host, port) once listening."""
-        settings = self.settings
+        # Bound now (not yet served) where not bound before: registration names the ports.
+        settings = self.settings = replace(self.settings, listeners=tuple(
+            listener if listener.sockets else replace(listener, sockets=tuple(bind_listeners(listener.host, listener.port)))
+            for listener in self.settings.listeners))
         if self.config.metrics_port is not None:  # first: /health and /ready answer while the broker starts
             from kbroker import metrics
 
@@ -419,39 +406,35 @@ class Broker:
                 for peers in (self.peers, self.controller_peers):
                     if peers is not None:
                         await nursery.start(peers.run)
-                if self.quorum is not None:
-                    await nursery.start(self.quorum.run)
+                await nursery.start(self.quorum.run)
+                if self.alone:
+                    await self.quorum.wait_active()
                 await nursery.start(self.groups.run)
                 await nursery.start(self.transactions.run)
                 nursery.start_soon(self.maintenance.run)
                 if self.config.log_flush_scheduler_interval_ms < LONG_MAX:  # Kafka's default: never looks
                     nursery.start_soon(flush_dirty_logs, self.replicas, self.config.log_flush_scheduler_interval_ms)
                 endpoint = self._advertised_endpoint(settings)
-                if self.lifecycle is not None:
-                    # As Kafka's brokers: serve clients once the quorum has this broker registered, caught up
-                    # with the metadata and unfenced (until then it would show clients an empty cluster).
-                    nursery.start_soon(self.lifecycle.run, endpoint.listeners, self.config.get("broker.rack"))
-                    await self.lifecycle.unfenced.wait()
-                    # Caught up with the metadata only now: until then the image read from disk may name
-                    # this broker leader of what others lead now, so nothing acts on it before.
-                    self.serving = True
-                    await nursery.start(self.fetchers.run)
-                    await nursery.start(self.isr.run)
-                    for runtime in (self.groups, self.transactions):
-                        runtime.leadership_changed()
+                # As Kafka's brokers: serve clients once the quorum has this broker registered, caught up
+                # with the metadata and unfenced (until then it would show clients an empty cluster).
+                nursery.start_soon(self.lifecycle.run, endpoint.listeners, self.config.get("broker.rack"))
+                await self.lifecycle.unfenced.wait()
+                # Caught up with the metadata only now: until then the image read from disk may name
+                # this broker leader of what others lead now, so nothing acts on it before.
+                self.serving = True
+                self.producer_ids.prefetch(self)
+                await nursery.start(self.fetchers.run)
+                await nursery.start(self.isr.run)
+                for runtime in (self.groups, self.transactions):
+                    runtime.leadership_changed()
                 for listener, server in zip(settings.listeners, self.servers):
                     bound = await nursery.start(server.serve, listener.host, listener.port, listener.sockets)
                     self.ports[listener.name] = bound[0].socket.getsockname()[1]
                 self.port = self.ports[settings.listeners[0].name]
-                if self.lifecycle is None:
-                    endpoint = self._advertised_endpoint(settings)
-                    self.image = replace(self.image, brokers=(endpoint,), version=self.image.version + 1)
                 task_status.started((endpoint.host, endpoint.port))
         finally:
             self.flusher.stop()
             self.logs.close()
-            if self.metadata_log is not None:
-                self.metadata_log.close()
             if self._owns_directories:
                 self.directories.release()
 
@@ -459,8 +442,7 @@ class Broker:
         """Every address it serves, once running, for the start line: Kafka listeners, the controller's, HTTP."""
         served = [f"{listener.name}://{listener.host or '0.0.0.0'}:{self.ports[listener.name]}"
                   for listener in self.settings.listeners if listener.name in self.ports]
-        if self.quorum is not None:
-            served += self.quorum.addresses()
+        served += self.quorum.addresses()
         if self.metrics_port is not None:
             served.append(f"http://0.0.0.0:{self.metrics_port} (/metrics, /health, /ready)")
         return served
@@ -511,7 +493,7 @@ class Broker:
         """/ready: every listener open and, in a cluster, registered with the quorum and unfenced."""
         if len(self.ports) < len(self.settings.listeners):
             return False, "starting: listeners not open yet"
-        if self.lifecycle is not None and (self.lifecycle.fenced or self.lifecycle.lease_expired):
+        if self.lifecycle.fenced or self.lifecycle.lease_expired:
             return False, "fenced: not registered, not caught up with the metadata, or cut off from the controller"
         return True, "ready"
 
@@ -520,11 +502,9 @@ class Broker:
         return credential_of(self.image.scram_credentials.get((user, mechanism)))
 
     async def shutdown(self) -> None:
-        """Stop in order: in a quorum, give up partition leaderships, then the quorum's leadership."""
-        if self.lifecycle is not None:
-            await self.lifecycle.shut_down()
-        if self.quorum is not None:
-            await self.quorum.shutdown()
+        """Stop in order: give up partition leaderships, then the quorum's leadership."""
+        await self.lifecycle.shut_down()
+        await self.quorum.shutdown()
 
 
 def _limits(limits: ServerLimits, before: BrokerConfig, after: BrokerConfig) -> ServerLimits:

@@ -149,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     import trio  # the slow imports come after the ports are open (kbroker/listen.py says why)
 
     try:  # a listener's TLS or SASL settings are read here
-        quorum = None  # this process's member of the metadata quorum: a voter, an observer, or none (embedded)
+        quorum = None  # this process's member of the metadata quorum: a voter, an observer, or (a single node) made by the broker
         if in_quorum:
             from kbroker.controller.controller import Controller
 

@@ -141,7 +141,7 @@ class CoordinatorRuntime:
             task_status.started()
             await self._fire_timers()
 
-    def ensure_topic(self) -> None:
+    async def ensure_topic(self) -> None:
         """Create the internal topic at the first request that needs it, as Kafka does."""
         broker = self.broker
         if self.topic in broker.image.topics:
@@ -153,7 +153,7 @@ class CoordinatorRuntime:
                        known_configs=set(request.configs))
         except TopicError as error:
             raise CoordinatorError(error.error_code, str(error)) from None
-        broker.create_topics_soon([request])
+        await broker.auto_create([request])
         if self.topic not in broker.image.topics:  # asked of the active controller: the client retries
             raise CoordinatorError(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{self.topic} is being created")
         self.leadership_changed()

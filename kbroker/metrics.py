@@ -112,10 +112,7 @@ def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:
 
 
 def _is_active_controller(broker) -> bool:
-    quorum = broker.quorum
-    if quorum is None:
-        return True  # a lone broker is its own controller
-    return getattr(quorum, "is_active", False)
+    return broker.quorum.is_active
 
 
 def _group_lag(broker) -> GaugeMetricFamily:

@@ -238,3 +238,29 @@ class Peers:
     def opened(self) -> int:
         """Connections made and secured since start, over every address."""
         return sum(connection.opened for connection in self.connections.values())
+
+
+class InProcessPeers:
+    """The one other node that lives in this process: a single node's broker and the controller of its
+    one-voter quorum. The same requests as over :class:`Peers`, encoded and decoded with the same codec
+    and answered by the controller's own listener server (``Server.exchange``), without a socket: a
+    single node opens no controller port."""
+
+    def __init__(self, server, *, client_id: str = "kbroker") -> None:
+        self.server = server  # the controller's listener server
+        self.client_id = client_id
+        self._correlation_id = 0
+
+    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+
+    async def call(self, address: tuple[str, int], api_name: str, version: int, body, *, timeout_s: float,
+                   client_id: str | None = None, lane: str = ""):
+        """The controller's decoded answer; PeerUnavailable if it took longer than ``timeout_s``."""
+        api = API_BY_NAME[api_name]
+        self._correlation_id = correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF
+        frame = encode_request(api.key, version, correlation_id, client_id or self.client_id, body)
+        with trio.move_on_after(timeout_s):
+            answer = await self.server.exchange(frame, "in-process")
+            return decode_response(api.key, version, memoryview(answer)[4:])[1]
+        raise PeerUnavailable(f"{api_name} to this process's controller: no answer within {timeout_s} s")

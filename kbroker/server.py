@@ -197,6 +197,21 @@ class Server:
                 if answer.throttle_ms:  # muted: nothing more is read from this client until the throttle ends
                     await trio.sleep(answer.throttle_ms / 1000)
 
+    async def exchange(self, frame: bytes, peer: str) -> bytes:
+        """The response frame to one request frame (each with its size), handled as if it came from
+        ``peer`` on a connection of this listener, but without one: how a node's broker reaches the
+        controller in its own process (kbroker.peers.InProcessPeers). Answered once ready."""
+        session = Session(self.security, getattr(self.broker, "scram_credential", _no_credential), "User:ANONYMOUS")
+        answer = await self._handle(memoryview(frame)[4:], peer, session)
+        if answer is None:
+            raise DecodeError("the request has no answer")
+        if answer.deferred is not None:
+            await answer.deferred.ready()
+            answer.finish(answer.deferred.response)
+        if answer.frame.regions:
+            raise DecodeError("an answer with file regions cannot be handed over in process")
+        return bytes(answer.frame)
+
     async def _handle(self, frame: bytes, peer: str, session: Session):
         """The response frame for one request frame, or None when there is none to send."""
         try:

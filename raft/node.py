@@ -110,7 +110,8 @@ class RaftNode:
         self.snapshot = snapshot
         self.log: list[Entry] = list(log or [])  # the entries from ``log_start`` on
         self.high_watermark = self.log_start  # not persisted: relearned from the leader, as KRaft does
-        self.role = Unattached(self._election_deadline(now_ms))
+        # A sole voter has no one to wait for: it campaigns at once (as KRaft's QuorumState does).
+        self.role = Unattached(now_ms if self.voters == {node_id} else self._election_deadline(now_ms))
 
     # -- what the driver and tests read -----------------------------------------------------------
 

@@ -18,6 +18,7 @@ from kbroker.config import BrokerConfig, ConfigError
 from kbroker.controller import brokers, partitions
 from kbroker.controller.handlers import CONTROLLER_HANDLERS, controller_api_versions
 from kbroker.controller.state import MetadataState, encode_change
+from kbroker.controller.upgrade import upgrade_single_node_log
 from kbroker.config.dynamic import ConfigLayers
 from kbroker.metadata import records
 from kbroker.producer_ids import BLOCK_SIZE as PRODUCER_ID_BLOCK
@@ -57,11 +58,14 @@ def raft_config(config: BrokerConfig) -> RaftConfig:
                       fetch_interval_ms=config.get("controller.quorum.retry.backoff.ms"))
 
 
-def quorum_member(config: BrokerConfig, state: MetadataState) -> tuple[RaftStore, RaftDriver]:
-    """This node's metadata log on disk and its Raft driver applying to ``state`` (a voter if the
-    node is in ``controller.quorum.voters``, else an observer)."""
-    store = RaftStore(metadata_directory(config), segment_bytes=config.get("metadata.log.segment.bytes"))
-    voters = {voter.node_id: (voter.host, voter.port) for voter in config.quorum_voters}
+def quorum_member(config: BrokerConfig, state: MetadataState, *, directory: str | None = None,
+                  voters: dict[int, tuple[str, int]] | None = None) -> tuple[RaftStore, RaftDriver]:
+    """This node's metadata log on disk (``directory``, else where its config puts it) and its Raft
+    driver applying to ``state``: a voter if the node is one of ``voters`` (else
+    ``controller.quorum.voters``), else an observer."""
+    store = RaftStore(directory or metadata_directory(config), segment_bytes=config.get("metadata.log.segment.bytes"))
+    if voters is None:
+        voters = {voter.node_id: (voter.host, voter.port) for voter in config.quorum_voters}
     driver = RaftDriver(config.node_id, voters, store, state, cluster_id=state.cluster_id, config=raft_config(config),
                         snapshot_bytes=config.get("metadata.log.max.record.bytes.between.snapshots"),
                         connect=PeerSecurity.controller(config).connect)
@@ -70,13 +74,15 @@ def quorum_member(config: BrokerConfig, state: MetadataState) -> tuple[RaftStore
 
 class Controller:
     def __init__(self, config: BrokerConfig, *, host: str = "127.0.0.1", port: int = 0, sockets=(),
-                 limits: ServerLimits | None = None) -> None:
+                 limits: ServerLimits | None = None, cluster_id: str | None = None, directory: str | None = None,
+                 voters: dict[int, tuple[str, int]] | None = None) -> None:
         self.config = config
         self.node_id = config.node_id
-        self.cluster_id = quorum_cluster_id(config)
+        self.cluster_id = cluster_id or quorum_cluster_id(config)
         self.host, self.port, self.sockets = host, port, sockets
+        self.listens = voters is None  # a sole voter (see ``sole_voter``) opens no listener
         self.state = MetadataState(self.cluster_id)
-        self.store, self.driver = quorum_member(config, self.state)
+        self.store, self.driver = quorum_member(config, self.state, directory=directory, voters=voters)
         listener = self.listener_name = (config.controller_listener_names or ("CONTROLLER",))[0]
         self.bound: tuple[str, int] | None = None  # the controller listener's address, once serving
         self.server = Server(self, limits, handlers=CONTROLLER_HANDLERS, api_versions=controller_api_versions,
@@ -85,6 +91,22 @@ class Controller:
         self.forwards = False  # the controller plans metadata changes itself (kbroker.handlers.metadata_change)
         self.write_lock = trio.Lock()  # changes are planned against the image and committed one at a time
         self.leases = brokers.BrokerLeases(config.get("broker.session.timeout.ms"))
+
+    @classmethod
+    def sole_voter(cls, config: BrokerConfig, data_dir: str, cluster_id: str) -> "Controller":
+        """The controller of a single node (no ``controller.quorum.voters``): the only voter of its quorum,
+        so it leads at once and commits a change once it is fsynced. Its log is ``__cluster_metadata-0``
+        in ``data_dir`` (release 0.1.0's log there is carried over, kbroker/controller/upgrade.py). It
+        listens on nothing: the broker in its process reaches it in process (kbroker.peers.InProcessPeers)."""
+        directory = os.path.join(config.declared("metadata.log.dir") or data_dir, METADATA_PARTITION)
+        upgrade_single_node_log(directory, cluster_id)
+        return cls(config, cluster_id=cluster_id, directory=directory, voters={config.node_id: ("in-process", 0)})
+
+    async def wait_active(self, timeout_s: float = 10) -> None:
+        """Until this controller is active (a sole voter: once its election and first entry are fsynced)."""
+        with trio.fail_after(timeout_s):
+            while not self.is_active:
+                await trio.sleep(0.001)
 
     @property
     def image(self):
@@ -255,6 +277,9 @@ class Controller:
                 await nursery.start(self.driver.run)
                 nursery.start_soon(self._fence_expired_brokers)
                 nursery.start_soon(self._rebalance_leaders)
+                if not self.listens:
+                    task_status.started(None)
+                    return
                 listeners = await nursery.start(self.server.serve, self.host, self.port, self.sockets)
                 host, port = listeners[0].socket.getsockname()[:2]
                 self.bound = (host, port)
@@ -268,6 +293,8 @@ class Controller:
 
     async def shutdown(self) -> None:
         """Hand leadership over before stopping (EndQuorumEpoch), so that the others need not wait."""
+        if len(self.driver.voters) == 1:
+            return  # no one to hand it to
         with trio.move_on_after(0.5):
             await self.driver.resign()
             await trio.sleep(0.05)  # let the messages leave

@@ -20,7 +20,7 @@ async def handle(broker, context, request):
         require_transactional_id(broker, context, AclOperation.WRITE, request.transactional_id)
         require_group(broker, context, AclOperation.READ, request.group_id)
         shell.coordinator.check(request.transactional_id)
-        broker.groups.ensure_topic()  # the group's offsets partition must exist to take the markers
+        await broker.groups.ensure_topic()  # the group's offsets partition must exist to take the markers
         error_code, effects = shell.coordinator.add_offsets(request.transactional_id, request.producer_id,
                                                             request.producer_epoch, request.group_id, now_ms())
     except CoordinatorError as error:

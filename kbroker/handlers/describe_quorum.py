@@ -1,6 +1,6 @@
 """DescribeQuorum (55) on a broker: the metadata quorum's state, as Kafka's brokers answer it, by
-asking the active controller (kafka-metadata-quorum and ``kbroker cluster status`` use it). A
-lone broker is its own one-voter quorum and answers for it. Needs DESCRIBE on the cluster."""
+asking the active controller (kafka-metadata-quorum and ``kbroker cluster status`` use it; a single
+node's is in its own process). Needs DESCRIBE on the cluster."""
 
 from kbroker import handlers
 from kbroker.controller.channel import ControllerUnavailable
@@ -10,9 +10,6 @@ from kbroker.wire.errors import ErrorCode
 from kbroker.wire.schema import API_BY_NAME
 
 DescribeQuorumResponse = API_BY_NAME["DescribeQuorum"].response_class
-TopicData = DescribeQuorumResponse.TopicData
-PartitionData = TopicData.PartitionData
-METADATA_TOPIC = "__cluster_metadata"
 
 
 def _refused(code: int, message: str):
@@ -29,12 +26,6 @@ def _not_the_leader(response) -> bool:
 async def handle(broker, context, request):
     if not allowed_on_cluster(broker, context, AclOperation.DESCRIBE):
         return _refused(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "DESCRIBE on the cluster is needed")
-    if broker.quorum is None:
-        end = broker.metadata_log.log.log_end_offset
-        me = PartitionData.ReplicaState(replica_id=broker.node_id, log_end_offset=end)
-        return DescribeQuorumResponse(topics=[TopicData(topic_name=METADATA_TOPIC, partitions=[PartitionData(
-            partition_index=0, leader_id=broker.node_id, leader_epoch=0, high_watermark=end, current_voters=[me],
-            observers=[])])], nodes=[])
     try:
         return await broker.lifecycle.channel.call("DescribeQuorum", context.api_version, request,
                                                    not_controller=_not_the_leader)

@@ -26,14 +26,14 @@ _BATCHED_FROM = 4  # v4+ asks for many keys at once (KIP-699)
 @handlers.handles("FindCoordinator", 0, 6)
 async def handle(broker, context, request):
     keys = request.coordinator_keys if context.api_version >= _BATCHED_FROM else [request.key]
-    found = [_find(broker, context, request.key_type, key) for key in keys]
+    found = [await _find(broker, context, request.key_type, key) for key in keys]
     if context.api_version >= _BATCHED_FROM:
         return FindCoordinatorResponse(coordinators=found)
     [one] = found
     return FindCoordinatorResponse(error_code=one.error_code, error_message=one.error_message, node_id=one.node_id, host=one.host, port=one.port)
 
 
-def _find(broker, context, key_type: int, key: str) -> Coordinator:
+async def _find(broker, context, key_type: int, key: str) -> Coordinator:
     if key_type not in (GROUP, TRANSACTION):
         return _refused(key, ErrorCode.INVALID_REQUEST, f"Unknown coordinator type {key_type}")
     if not key:
@@ -43,7 +43,7 @@ def _find(broker, context, key_type: int, key: str) -> Coordinator:
     if key_type == TRANSACTION and not allowed(broker, context, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
         return _refused(key, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None)
     try:  # the internal topic is created at the first lookup, as Kafka does
-        (broker.transactions if key_type == TRANSACTION else broker.groups).ensure_topic()
+        await (broker.transactions if key_type == TRANSACTION else broker.groups).ensure_topic()
     except CoordinatorError as error:
         return _refused(key, ErrorCode.COORDINATOR_NOT_AVAILABLE, str(error))
     node_id = (broker.transactions if key_type == TRANSACTION else broker.groups).coordinator_node(key)

@@ -33,7 +33,7 @@ def _by_id(wanted) -> bool:
     return wanted.topic_id is not None and wanted.topic_id != ZERO_UUID
 
 
-def _auto_create(broker, context, request) -> None:
+async def _auto_create(broker, context, request) -> None:
     """Create asked-for topics that do not exist, when the client, auto.create.topics.enable and the
     ACLs (CREATE on the cluster or the topic) allow it."""
     if not (request.allow_auto_topic_creation and broker.config.auto_create_topics_enable):
@@ -44,7 +44,7 @@ def _auto_create(broker, context, request) -> None:
               and not topic.name.startswith("__") and _may_see(broker, context, topic.name)
               and (may_create_any or allowed(broker, context, AclOperation.CREATE, ResourceType.TOPIC, topic.name))]
     if wanted:
-        broker.create_topics_soon(wanted)
+        await broker.auto_create(wanted)
 
 
 def _may_see(broker, context, name: str) -> bool:
@@ -60,7 +60,7 @@ async def handle(broker, context, request):
         # Null asks for every topic (v1+); so does an empty list in v0.
         topics = [_topic(topic) for topic in image.topics.values() if _may_see(broker, context, topic.name)]
     else:
-        _auto_create(broker, context, request)
+        await _auto_create(broker, context, request)
         image = broker.image
         topics = []
         for wanted in request.topics:

@@ -16,6 +16,7 @@ from kbroker.controller.state import MetadataState
 
 class QuorumObserver:
     servers = ()  # it listens on nothing
+    is_active = False  # it never leads the quorum
 
     def __init__(self, config: BrokerConfig) -> None:
         self.node_id = config.node_id

@@ -74,7 +74,8 @@ async def test_metadata_names_this_broker_and_unknown_topics(tmp_path):
         assert [(b.node_id, b.host, b.port) for b in response.brokers] == [(1, host, port)]
         assert response.cluster_id == broker.cluster_id
         assert [(t.name, t.error_code) for t in response.topics] == [("missing", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]
-        # Allowed by the client and by auto.create.topics.enable (default true): created with num.partitions.
+        # Allowed by the client and by auto.create.topics.enable (default true): the controller creates it
+        # with num.partitions, and the answer waits for that (Broker.auto_create).
         body = request(topics=[request.MetadataRequestTopic(name="missing")])
         _, response = await roundtrip(port, encode_request(3, 12, 3, "test", body), 3, 12)
         [topic] = response.topics
