@@ -31,6 +31,7 @@ from kbroker.log.producer_state import (
 from kbroker.log.segment import FileRegion, LogSegment, SegmentSettings
 from kbroker.log.segment_swap import complete_interrupted_swaps
 from kbroker.log.txn_index import AbortedTxn
+from kbroker.log.validator import ValidatedBatches
 from kbroker.wire.records import (
     LOG_APPEND_TIME,
     LOG_OVERHEAD,
@@ -278,19 +279,22 @@ class Log:
 
     def append(
         self,
-        data,
+        records,
         *,
         assign_offsets: bool = True,
         leader_epoch: int | None = None,
         now_ms: int | None = None,
-        validated: bool = False,
         origin: str = "client",
     ) -> AppendResult:
         """Append one or more whole batches.
 
+        ``records`` is the bytes of whole batches, whose headers and CRC-32C are checked here, or the
+        :class:`ValidatedBatches` of :func:`kbroker.log.validator.validate_produce`, whose headers are
+        taken as they are: the Produce path parses each header once.
+
         As leader (``assign_offsets``) the log stamps base offsets (and the
         leader epoch, and LogAppendTime when the topic asks for it) in place,
-        so ``data`` must be writable. As follower the batches keep their
+        so the bytes must be writable. As follower the batches keep their
         offsets, which must continue the log.
 
         Batches from a ``"client"`` (or ``"coordinator"``) go through the
@@ -299,8 +303,11 @@ class Log:
         epoch raises :class:`ProducerStateError`.
         """
         now_ms = _now_ms() if now_ms is None else now_ms
-        view = memoryview(data)
-        batches = list(iter_batches(view, verify_crc=not validated))  # headers parsed once per append
+        if isinstance(records, ValidatedBatches):
+            view, batches = memoryview(records.buffer), records.batches
+        else:
+            view = memoryview(records)
+            batches = list(iter_batches(view, verify_crc=True))
         if assign_offsets and origin != "replication":
             duplicate = self._check_producer_state(view, batches, origin)
             if duplicate is not None:

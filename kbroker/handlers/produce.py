@@ -1,15 +1,12 @@
 """Produce (0): validate each partition's batch, append, answer by acks.
 
-Batches stay opaque: the header and CRC are checked and offsets stamped by
-the log; records are never decoded here. acks=0 gets no response, acks=1 is
-answered once the batch is in the log (and fsynced, when it reached the topic's
-flush.messages, as in Kafka), acks=all once it is fsynced.
-
-The exceptions to opaqueness are a topic whose ``compression.type`` names a
-codec: a batch compressed otherwise is decoded and rebuilt with that codec,
-as Kafka does, before it is appended; and a compacted topic, whose records
-must all have keys (log/validator.py): a batch there is refused INVALID_RECORD
-with the index of each keyless record (KIP-467).
+Batches stay opaque: records are never decoded here. Each partition's batch
+headers are parsed once (kbroker/log/validator.py, ``read_produced``), used for
+the transaction's checks, validated (``validate_produce``: CRC, size, codec, and
+the records only where the topic's settings need them) and handed to the log,
+which stamps the offsets. acks=0 gets no response, acks=1 is answered once the
+batch is in the log (and fsynced, when it reached the topic's flush.messages, as
+in Kafka), acks=all once it is fsynced.
 """
 
 from __future__ import annotations
@@ -24,11 +21,8 @@ from kbroker.security.authorization import allowed
 from kbroker.security.quotas import PRODUCER_BYTE_RATE
 from kbroker.txn.verification import add_to_transaction, ask_remote_coordinator, verify_in_transaction
 from kbroker.log.partition_log import ProducerStateError
-from kbroker.log.validator import RecordValidationError, validate_records
-from kbroker.wire import DecodeError
+from kbroker.log.validator import BatchRefused, ProducedBatches, read_produced, validate_produce
 from kbroker.wire.errors import ErrorCode
-from kbroker.wire.compression import CODEC_NAMES, ZSTD
-from kbroker.wire.records import iter_batches, recompress_batch
 from kbroker.wire.schema import API_BY_NAME
 
 ProduceResponse = API_BY_NAME["Produce"].response_class
@@ -37,7 +31,6 @@ PartitionResult = TopicResult.PartitionProduceResponse
 RecordErrorResult = PartitionResult.BatchIndexAndErrorMessage
 
 _TRANSACTION_VERSION_2_FROM = 12  # the partition adds itself to the producer's transaction (KIP-890 part 2)
-_CODECS = {name: codec for codec, name in CODEC_NAMES.items()} | {"uncompressed": 0}
 
 
 @handlers.handles("Produce", 0, 12)
@@ -60,11 +53,9 @@ async def handle(broker, context, request):
             partition = _partition_to_append(broker, request, guard, data.index, result, leaders)
             if partition is None:
                 continue
-            if version >= _TRANSACTION_VERSION_2_FROM and request.transactional_id:
-                await _add_to_transaction(broker, request.transactional_id, partition, data.records)
-            remote = await _ask_remote_coordinator(broker, request.transactional_id, partition, data.records,
-                                                   add=version >= _TRANSACTION_VERSION_2_FROM)
-            last_offset = _append(broker, request.transactional_id, partition, data.records, result, version, remote)
+            produced = read_produced(data.records)  # the batch headers, parsed once for this partition
+            remote = await _join_transaction(broker, request.transactional_id, partition, produced, version)
+            last_offset = _append(broker, request.transactional_id, partition, produced, result, version, remote)
             if last_offset is not None:
                 partition.start_flush(last_offset)  # acks 0 and 1 do not wait for it; consumers do
                 durable_waits.append((guard.topic, partition, last_offset, result))
@@ -123,41 +114,33 @@ def _partition_to_append(broker, request, guard: TopicGuard, index: int, result,
     return partition
 
 
-def _append(broker, transactional_id: str | None, partition, records, result, version: int,
+async def _join_transaction(broker, transactional_id: str | None, partition, produced: ProducedBatches,
+                            version: int):
+    """For a transactional batch, before it is validated (Kafka's order): a transaction version 2 client's
+    partition joins its transaction (KIP-890 part 2), and what a remote coordinator knows is asked.
+    None for any other batch, a batch whose header does not parse included."""
+    header = produced.transactional_header
+    if header is None:
+        return None
+    add = version >= _TRANSACTION_VERSION_2_FROM
+    if add and transactional_id:
+        await add_to_transaction(broker, transactional_id, partition.topic, partition.index,
+                                 partition.log.producer_state, header.producer_id, header.producer_epoch)
+    return await ask_remote_coordinator(broker, transactional_id, partition.topic, partition.index,
+                                        partition.log.producer_state, header.producer_id, header.producer_epoch,
+                                        add=add)
+
+
+def _append(broker, transactional_id: str | None, partition, produced: ProducedBatches, result, version: int,
             remote=None) -> int | None:
     """Append one partition's batch; the last offset written, or None with the error set in ``result``."""
     log = partition.log
-    if records is None:
-        result.error_code = ErrorCode.INVALID_RECORD
-        return None
     try:
-        batches = list(iter_batches(records, verify_crc=True))
-    except DecodeError as error:
-        return _refuse(result, error)
-    if len(batches) != 1:
-        result.error_code = ErrorCode.INVALID_RECORD
-        result.error_message = "a produce request must carry exactly one record batch per partition"
+        validated = validate_produce(produced, log.config, partition.topic, partition.index, version)
+    except BatchRefused as refusal:
+        _refuse(result, refusal)
         return None
-    if len(records) > log.config.max_message_bytes:
-        result.error_code = ErrorCode.MESSAGE_TOO_LARGE
-        return None
-    header = batches[0][1]
-    if header.compression == ZSTD and version < 7:  # zstd came with Produce v7 (KIP-110)
-        result.error_code = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
-        return None
-    codec = _CODECS.get(log.config.compression_type)
-    recompress = codec is not None and header.compression != codec
-    try:
-        validate_records(records, log.config, partition.topic, partition.index)  # reads records only where compacted
-        if recompress:
-            records = recompress_batch(records, codec)
-    except RecordValidationError as error:
-        return _refuse_records(result, error)
-    except DecodeError as error:
-        return _refuse(result, error)
-    if recompress and len(records) > log.config.max_message_bytes:  # Kafka checks the rebuilt batch as well
-        result.error_code = ErrorCode.MESSAGE_TOO_LARGE
-        return None
+    header = validated.batches[0][1]
     if header.is_transactional:
         error_code = verify_in_transaction(broker, transactional_id, partition.topic, partition.index,
                                            partition.log.producer_state, header.producer_id, header.producer_epoch,
@@ -166,9 +149,7 @@ def _append(broker, transactional_id: str | None, partition, records, result, ve
             result.error_code = error_code
             return None
     try:
-        if isinstance(records, bytes) or memoryview(records).readonly:
-            records = bytearray(records)  # the log stamps offsets in place; frames from the server are writable already
-        appended = partition.append(records, validated=True)
+        appended = partition.append(validated)
     except ProducerStateError as error:
         result.error_code = error.error_code
         result.error_message = str(error)
@@ -177,43 +158,15 @@ def _append(broker, transactional_id: str | None, partition, records, result, ve
     result.log_append_time_ms = appended.log_append_time
     result.log_start_offset = log.log_start_offset
     if broker.metrics is not None:
-        broker.metrics.produced(partition.topic, len(records), header.record_count)
+        broker.metrics.produced(partition.topic, len(validated.buffer), header.record_count)
     return appended.last_offset
 
 
-def _transactional_header(records):
-    """The batch header of a transactional batch, else None (a bad batch is refused by the append's checks)."""
-    try:
-        header = next(iter_batches(records), (None, None))[1] if records is not None else None
-    except DecodeError:
-        return None
-    return header if header is not None and header.is_transactional else None
-
-
-async def _ask_remote_coordinator(broker, transactional_id: str | None, partition, records, *, add: bool):
-    header = _transactional_header(records)
-    if header is None:
-        return None
-    return await ask_remote_coordinator(broker, transactional_id, partition.topic, partition.index,
-                                        partition.log.producer_state, header.producer_id, header.producer_epoch,
-                                        add=add)
-
-
-async def _add_to_transaction(broker, transactional_id: str, partition, records) -> None:
-    """For a transactional batch of a transaction version 2 client: join its transaction first."""
-    header = _transactional_header(records)
-    if header is not None:
-        await add_to_transaction(broker, transactional_id, partition.topic, partition.index,
-                                 partition.log.producer_state, header.producer_id, header.producer_epoch)
-
-
-def _refuse(result, error: DecodeError) -> None:
-    result.error_code = getattr(error, "error_code", ErrorCode.CORRUPT_MESSAGE)
-    result.error_message = str(error)
-
-
-def _refuse_records(result, error: RecordValidationError) -> None:
-    """Kafka's answer to a RecordValidationException: each refused record by its index in the batch."""
-    _refuse(result, error)
-    result.record_errors = [RecordErrorResult(batch_index=e.batch_index, batch_index_error_message=e.message)
-                            for e in error.record_errors]
+def _refuse(result, refusal: BatchRefused) -> None:
+    """The partition's answer to a refused batch; record errors as Kafka answers a RecordValidationException."""
+    result.error_code = refusal.error_code
+    if refusal.message is not None:
+        result.error_message = refusal.message
+    if refusal.record_errors:
+        result.record_errors = [RecordErrorResult(batch_index=e.batch_index, batch_index_error_message=e.message)
+                                for e in refusal.record_errors]

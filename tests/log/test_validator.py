@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kbroker.log.config import LogConfig
-from kbroker.log.validator import RecordValidationError, validate_records
+from kbroker.log.validator import BatchRefused, RecordValidationError, read_produced, validate_produce, validate_records
 from kbroker.wire.compression import GZIP, LZ4, NONE, ZSTD
 from kbroker.wire.errors import ErrorCode
 from kbroker.wire.records import ControlRecordType, Record, build_batch, build_control_batch
@@ -79,3 +79,56 @@ def test_timestamps_are_not_bounded_by_default_nor_on_a_log_append_time_topic():
     validate_records(far, LogConfig(), "facts", 3, now_ms=10**12)
     bounded = LogConfig(message_timestamp_type="LogAppendTime", message_timestamp_before_max_ms=0)
     validate_records(far, bounded, "facts", 3, now_ms=10**12)
+
+
+# --- validate_produce: a producer's batch for one partition, its headers read once --------------------------------
+
+
+def refusal(records, config=LogConfig(), version=12) -> tuple[int, str | None, list[int]]:
+    with pytest.raises(BatchRefused) as refused:
+        validate_produce(read_produced(records), config, "facts", 3, version)
+    error = refused.value
+    return error.error_code, error.message, [e.batch_index for e in error.record_errors]
+
+
+def corrupted(data: bytes) -> bytes:
+    return data[:-1] + bytes([data[-1] ^ 0xFF])
+
+
+def test_a_produce_is_refused_with_the_code_and_message_its_answer_carries():
+    one = batch(b"a")
+    assert refusal(None) == (ErrorCode.INVALID_RECORD, None, [])
+    assert refusal(corrupted(one)) == (ErrorCode.CORRUPT_MESSAGE, "record batch CRC-32C mismatch", [])
+    assert refusal(one[:-3])[0] == ErrorCode.CORRUPT_MESSAGE  # truncated
+    old_magic = one[:16] + b"\x01" + one[17:]
+    assert refusal(old_magic)[0] == ErrorCode.INVALID_RECORD
+    assert refusal(one + one) == (ErrorCode.INVALID_RECORD,
+                                  "a produce request must carry exactly one record batch per partition", [])
+    assert refusal(one, LogConfig(max_message_bytes=len(one) - 1)) == (ErrorCode.MESSAGE_TOO_LARGE, None, [])
+    assert refusal(batch(b"a", compression=ZSTD), version=6) == (ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, None, [])
+    code, _, indexes = refusal(batch(b"a", None), LogConfig(cleanup_policy="compact"))
+    assert (code, indexes) == (ErrorCode.INVALID_RECORD, [1])
+
+
+def test_each_batchs_crc_is_checked_before_what_stopped_the_reading_as_the_codec_does():
+    assert refusal(corrupted(batch(b"a")) + b"\x00" * 70)[1] == "record batch CRC-32C mismatch"
+
+
+def test_the_first_header_is_there_for_the_transaction_before_anything_is_checked():
+    transactional = build_batch([Record(key=b"k", value=b"v")], producer_id=9, producer_epoch=2, base_sequence=0,
+                                transactional=True)
+    for records in (corrupted(transactional), transactional + b"\x00" * 70):
+        header = read_produced(records).transactional_header
+        assert (header.producer_id, header.producer_epoch) == (9, 2)
+    assert read_produced(batch(b"a")).transactional_header is None
+    assert read_produced(None).transactional_header is None
+
+
+def test_zstd_is_taken_from_produce_v7():
+    validate_produce(read_produced(batch(b"a", compression=ZSTD)), LogConfig(), "facts", 3, 7)
+
+
+def test_a_batch_the_topic_recompresses_is_checked_for_size_once_rebuilt():
+    values = build_batch([Record(offset_delta=i, key=b"k", value=b"x" * 100) for i in range(20)], compression=GZIP)
+    assert refusal(values, LogConfig(compression_type="uncompressed", max_message_bytes=len(values) + 10)) == (
+        ErrorCode.MESSAGE_TOO_LARGE, None, [])
