@@ -31,6 +31,7 @@ from kbroker.effects import CoordinatorError, Persist, Respond
 from kbroker.log.clock import SYSTEM_CLOCK, Clock
 from kbroker.topics import TopicError, TopicRequest, plan_topic
 from kbroker.log.producer_state import read_txn_marker
+from kbroker.log.append_origin import AppendOrigin
 from kbroker.wire import DecodeError
 from kbroker.wire.errors import ErrorCode
 from kbroker.wire.records import ControlRecordType, Record, build_batch, decode_records, iter_batches
@@ -312,7 +313,7 @@ class CoordinatorRuntime:
             batch = build_batch([Record(offset_delta=i, key=k, value=v) for i, (k, v) in enumerate(encoded)],
                                 base_timestamp=self.now_ms(), **transactional)
             partition = self.broker.partition(self.topic, index)
-            appended = partition.append(bytearray(batch), origin="coordinator")
+            appended = partition.append(bytearray(batch), origin=AppendOrigin.COORDINATOR)
         except (OSError, KeyError) as error:
             logger.error("%s-%d: records of %r not written: %s", self.topic, index, key, error)
             return error

@@ -18,6 +18,7 @@ import random
 import time
 from dataclasses import dataclass
 
+from kbroker.log.append_origin import AppendOrigin
 from kbroker.log.checkpoint import fsync_directory, fsync_file_and_directory
 from kbroker.log.config import LogConfig
 from kbroker.log.producer_state import (
@@ -280,26 +281,24 @@ class Log:
     def append(
         self,
         records,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
         *,
-        assign_offsets: bool = True,
         leader_epoch: int | None = None,
         now_ms: int | None = None,
-        origin: str = "client",
     ) -> AppendResult:
-        """Append one or more whole batches.
+        """Append one or more whole batches; ``origin`` decides what is checked and stamped
+        (kbroker/log/append_origin.py).
 
         ``records`` is the bytes of whole batches, whose headers and CRC-32C are checked here, or the
         :class:`ValidatedBatches` of :func:`kbroker.log.validator.validate_produce`, whose headers are
         taken as they are: the Produce path parses each header once.
 
-        As leader (``assign_offsets``) the log stamps base offsets (and the
-        leader epoch, and LogAppendTime when the topic asks for it) in place,
-        so the bytes must be writable. As follower the batches keep their
-        offsets, which must continue the log.
+        A leader's append (``CLIENT``, ``COORDINATOR``) stamps base offsets (and ``leader_epoch``,
+        and LogAppendTime when the topic asks for it) in place, so the bytes must be writable. A
+        ``REPLICATION`` append keeps the batches' offsets and epochs, which must continue the log.
 
-        Batches from a ``"client"`` (or ``"coordinator"``) go through the
-        producer state first: a retried batch returns its original offsets with
-        ``duplicate`` set and is not written again; a sequence gap or fenced
+        A leader's batches go through the producer state first: a retried batch returns its
+        original offsets with ``duplicate`` set and is not written again; a sequence gap or fenced
         epoch raises :class:`ProducerStateError`.
         """
         now_ms = _now_ms() if now_ms is None else now_ms
@@ -308,7 +307,7 @@ class Log:
         else:
             view = memoryview(records)
             batches = list(iter_batches(view, verify_crc=True))
-        if assign_offsets and origin != "replication":
+        if origin.checks_producer_state:
             duplicate = self._check_producer_state(view, batches, origin)
             if duplicate is not None:
                 return AppendResult(duplicate.first_offset, duplicate.last_offset, -1, duplicate.timestamp, duplicate.last_offset, 1, duplicate=True)
@@ -319,6 +318,7 @@ class Log:
         batch_count = 0
         epoch_starts: list[tuple[int, int]] = []  # (leader epoch, first offset) where the epoch changes
         append_time = now_ms if self.config.message_timestamp_type == "LogAppendTime" else -1
+        assign_offsets = origin.assigns_offsets
         for position, header in batches:
             if assign_offsets:
                 stamp_base_offset(view, position, next_offset)
@@ -359,12 +359,12 @@ class Log:
         return AppendResult(first_offset, last_offset, append_time, max_timestamp, offset_of_max, batch_count,
                             flush_messages_reached=reached)
 
-    def _check_producer_state(self, view, batches, origin: str) -> DuplicateBatch | None:
+    def _check_producer_state(self, view, batches, origin: AppendOrigin) -> DuplicateBatch | None:
         for position, header in batches:
             if header.producer_id < 0:
                 continue
             marker = read_txn_marker(view, position) if header.is_control else None
-            validation = self.producer_state.validate(header, is_from_client=origin == "client", marker=marker)
+            validation = self.producer_state.validate(header, is_from_client=origin.checks_sequences, marker=marker)
             if validation.duplicate is not None:
                 if len(batches) != 1:
                     raise ProducerStateError(validation.error or 0, "a duplicate batch among several")

@@ -10,7 +10,7 @@ One partition's records field of a Produce request goes through three steps:
    Produce v7 (KIP-110), then the records where the topic's settings make them matter (below), and
    recompression to the topic's ``compression.type``. A refusal raises :class:`BatchRefused`
    carrying the error code, message and record errors of the partition's answer.
-3. ``Log.append(validated)`` takes the :class:`ValidatedBatches` as they are,
+3. ``Log.append(validated, AppendOrigin.CLIENT)`` takes the :class:`ValidatedBatches` as they are,
    headers and all, and only stamps and writes: nothing is parsed twice.
 
 The validation stays ahead of the append rather than inside it, where Kafka's UnifiedLog.append

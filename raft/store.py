@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 
+from kbroker.log.append_origin import AppendOrigin
 from kbroker.log.checkpoint import fsync_file_and_directory
 from kbroker.log.config import LogConfig
 from kbroker.log.partition_log import Log
@@ -154,8 +155,9 @@ class RaftStore:
             self._append(kept)
 
     def _append(self, entries: list[Entry]) -> None:
+        """The core numbered the entries, as leader or follower: the log keeps their offsets and epochs."""
         batches = entries_to_batches(entries, self.log.log_end_offset)
-        self.log.append(bytearray(batches), assign_offsets=False, origin="replication")
+        self.log.append(bytearray(batches), AppendOrigin.REPLICATION)
 
     def close(self) -> None:
         self.log.close()

@@ -20,6 +20,7 @@ from kbroker.security.acls import AclOperation, ResourceType
 from kbroker.security.authorization import allowed
 from kbroker.security.quotas import PRODUCER_BYTE_RATE
 from kbroker.txn.verification import add_to_transaction, ask_remote_coordinator, verify_in_transaction
+from kbroker.log.append_origin import AppendOrigin
 from kbroker.log.partition_log import ProducerStateError
 from kbroker.log.validator import BatchRefused, ProducedBatches, read_produced, validate_produce
 from kbroker.wire.errors import ErrorCode
@@ -149,7 +150,7 @@ def _append(broker, transactional_id: str | None, partition, produced: ProducedB
             result.error_code = error_code
             return None
     try:
-        appended = partition.append(validated)
+        appended = partition.append(validated, origin=AppendOrigin.CLIENT)
     except ProducerStateError as error:
         result.error_code = error.error_code
         result.error_message = str(error)

@@ -22,6 +22,7 @@ import time
 import trio
 
 from kbroker.replication.flusher import Flusher
+from kbroker.log.append_origin import AppendOrigin
 from kbroker.log.partition_log import AppendResult, Log
 
 
@@ -147,16 +148,17 @@ class Partition:
 
     # -- appends and durability ---------------------------------------------------------------------------------
 
-    def append(self, records, **options) -> AppendResult:
-        """Append as leader (offsets and this leader's epoch stamped in place); followers' fetches wake."""
-        result = self.log.append(records, leader_epoch=self.leader_epoch, **options)
+    def append(self, records, origin: AppendOrigin = AppendOrigin.CLIENT) -> AppendResult:
+        """Append as leader (offsets and this leader's epoch stamped in place); followers' fetches wake.
+        ``records``: bytes, or a produce's batches as kbroker/log/validator.py validated them."""
+        result = self.log.append(records, origin=origin, leader_epoch=self.leader_epoch)
         self._wake_fetchers()
         self._apply_flush_policy(result)
         return result
 
     def append_replicated(self, records) -> AppendResult:
         """Append as follower: the leader's batches with their offsets and epochs."""
-        result = self.log.append(records, assign_offsets=False, origin="replication")
+        result = self.log.append(records, origin=AppendOrigin.REPLICATION)
         self._apply_flush_policy(result)
         return result
 

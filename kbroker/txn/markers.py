@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 
+from kbroker.log.append_origin import AppendOrigin
 from kbroker.log.partition_log import ProducerStateError
 from kbroker.wire.errors import ErrorCode
 from kbroker.wire.records import ControlRecordType, build_control_batch
@@ -39,7 +40,7 @@ async def write_markers(broker, producer_id: int, producer_epoch: int, commit: b
         partition = broker.partition(topic, index)
         batch = bytearray(build_control_batch(kind, producer_id, producer_epoch, coordinator_epoch, now_ms))
         try:
-            result = partition.append(batch, origin="coordinator")
+            result = partition.append(batch, origin=AppendOrigin.COORDINATOR)
         except ProducerStateError as error:
             errors[(topic, index)] = error.error_code
             continue

@@ -23,6 +23,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
+from kbroker.log.append_origin import AppendOrigin
 from kbroker.log.config import LogConfig
 from kbroker.log.partition_log import (
     EARLIEST_TIMESTAMP,
@@ -212,7 +213,7 @@ class LogMachine(RuleBasedStateMachine):
             expected.append(batch)
             offset = batch.last_offset + 1 + data.draw(st.integers(0, 2), label="gap")
         payload = bytearray(b"".join(batch.data for batch in expected))
-        result = self.log.append(payload, assign_offsets=False, now_ms=self.clock_ms)
+        result = self.log.append(payload, AppendOrigin.REPLICATION, now_ms=self.clock_ms)
         assert (result.first_offset, result.last_offset) == (expected[0].base_offset, expected[-1].last_offset)
         self._add(expected)
 
@@ -222,7 +223,7 @@ class LogMachine(RuleBasedStateMachine):
         base_offset = data.draw(st.integers(0, self.log_end_offset - 1), label="base offset")
         payload = bytearray(build_batch([Record(value=b"stale")], base_offset=base_offset))
         with pytest.raises(OffsetsOutOfOrder):
-            self.log.append(payload, assign_offsets=False, now_ms=self.clock_ms)
+            self.log.append(payload, AppendOrigin.REPLICATION, now_ms=self.clock_ms)
 
     @rule()
     def roll(self):

@@ -3,6 +3,7 @@
 import os
 import uuid
 
+from kbroker.log.append_origin import AppendOrigin
 from kbroker.log.checkpoint import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, OffsetCheckpointFile
 from kbroker.log.config import LogConfig
 from kbroker.log.manager import LogManager, parse_partition_directory_name
@@ -52,7 +53,7 @@ def test_truncation_rewinds_the_leader_epoch_cache(tmp_path):
     assert [tuple(entry) for entry in log.leader_epochs.entries] == [(1, 0)]
     follower_batch = batch([b"c"], epoch=4)
     follower_batch[0:8] = (1).to_bytes(8, "big")
-    log.append(follower_batch, assign_offsets=False)
+    log.append(follower_batch, AppendOrigin.REPLICATION)
     assert [tuple(entry) for entry in log.leader_epochs.entries] == [(1, 0), (4, 1)]
     manager.delete("t", 0)
     assert not (tmp_path / "t-0").exists()

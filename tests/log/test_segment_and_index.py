@@ -17,6 +17,7 @@ import struct
 
 import pytest
 
+from kbroker.log.append_origin import AppendOrigin
 from kbroker.log.config import LogConfig
 from kbroker.log.index import CorruptIndexError, OffsetIndex, TimeIndex
 from kbroker.log.partition_log import MAX_TIMESTAMP, Log, OffsetOutOfRange, OffsetsOutOfOrder
@@ -433,7 +434,7 @@ def test_follower_appends_keep_offsets_epochs_and_gaps(tmp_path):
     log = Log.open(str(tmp_path / "t-0"), now_ms=0)
     first = batch(10, 2, leader_epoch=3)
     second = batch(15, 1, leader_epoch=4)
-    result = log.append(bytearray(first + second), assign_offsets=False, now_ms=0)
+    result = log.append(bytearray(first + second), AppendOrigin.REPLICATION, now_ms=0)
     assert (result.first_offset, result.last_offset) == (10, 15)
     assert log.log_end_offset == 16
     assert log.read_bytes(0, 1) == first  # below the first batch: the first batch
@@ -449,12 +450,12 @@ def test_follower_appends_keep_offsets_epochs_and_gaps(tmp_path):
 )
 def test_follower_appends_going_backwards_are_refused_whole(tmp_path, payload):
     log = Log.open(str(tmp_path / "t-0"), now_ms=0)
-    log.append(bytearray(batch(0, 3) + batch(3, 3)), assign_offsets=False, now_ms=0)
+    log.append(bytearray(batch(0, 3) + batch(3, 3)), AppendOrigin.REPLICATION, now_ms=0)
     size = log.size_bytes
     with pytest.raises(OffsetsOutOfOrder):
-        log.append(bytearray(payload), assign_offsets=False, now_ms=0)
+        log.append(bytearray(payload), AppendOrigin.REPLICATION, now_ms=0)
     assert (log.log_end_offset, log.size_bytes) == (6, size)
-    assert log.append(bytearray(batch(6, 1)), assign_offsets=False, now_ms=0).first_offset == 6
+    assert log.append(bytearray(batch(6, 1)), AppendOrigin.REPLICATION, now_ms=0).first_offset == 6
     log.close()
 
 
@@ -465,8 +466,8 @@ def test_a_follower_batch_beyond_the_segments_offset_range_starts_a_new_segment(
     log = Log.open(directory, config, now_ms=0)
     far = 2**31 + 10
     data = [batch(far, 1), batch(far + 1, 2), batch(far + 5, 1)]
-    log.append(bytearray(data[0] + data[1]), assign_offsets=False, now_ms=0)
-    log.append(bytearray(data[2]), assign_offsets=False, now_ms=0)
+    log.append(bytearray(data[0] + data[1]), AppendOrigin.REPLICATION, now_ms=0)
+    log.append(bytearray(data[2]), AppendOrigin.REPLICATION, now_ms=0)
     assert log.active_segment.base_offset == far
     log.close()
     log = Log.open(directory, config, recovery_point=0, now_ms=0)
