@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 import uuid
 from dataclasses import dataclass, replace
 
@@ -42,12 +41,13 @@ from kbroker.replication.replica import Partition
 from kbroker.producer_ids import ProducerIdBlock
 from kbroker.security.authorization import Authorization
 from kbroker.security.listener import ListenerSecurity
-from kbroker.security.quotas import CONTROLLER_MUTATION_RATE, QuotaMeters, TokenBucket, ip_quota_for, quota_for
+from kbroker.security.quotas import ClientQuotas, QuotaMeters
 from kbroker.security.peer import PeerSecurity
 from kbroker.security.scram import ScramCredential, credential_of
-from kbroker.server import Server, ServerLimits
+from kbroker.server import ListenerServices, Server, ServerLimits
 from kbroker.topics import TopicRequest, topic_log_config
 from kbroker.log.checkpoint import fsync_file_and_directory, kafka_uuid_string
+from kbroker.log.clock import SYSTEM_CLOCK, Clock
 from kbroker.log.manager import LogManager
 from kbroker.log.segment import SegmentSettings
 from kbroker.wire.errors import ErrorCode
@@ -117,20 +117,21 @@ def settings_from_config(config: BrokerConfig, sockets: dict[str, tuple] | None 
 
 class Broker:
     def __init__(self, settings: BrokerSettings, config: BrokerConfig | None = None, quorum=None,
-                 directories: DataDirectories | None = None) -> None:
+                 directories: DataDirectories | None = None, clock: Clock = SYSTEM_CLOCK) -> None:
         # Claimed first, before anything reads or writes them; the kbroker command claims them
         # itself (before a controller in the same process opens the metadata log) and passes them in.
         self._owns_directories = directories is None
         self.directories = directories or DataDirectories.claim({os.path.abspath(settings.data_dir): "log.dirs"})
         try:
-            self._open(settings, config, quorum)
+            self._open(settings, config, quorum, clock)
         except BaseException:
             if self._owns_directories:
                 self.directories.release()
             raise
 
-    def _open(self, settings: BrokerSettings, config: BrokerConfig | None, quorum) -> None:
+    def _open(self, settings: BrokerSettings, config: BrokerConfig | None, quorum, clock: Clock) -> None:
         self.settings = settings
+        self.clock = clock  # what the coordinators and the quota meters read time from
         self.node_id = settings.node_id
         # Its settings as started; ``config`` is them with the dynamic ones of the image over them
         # (kbroker/config/dynamic.py), set once the image is read below.
@@ -167,12 +168,15 @@ class Broker:
         self.metrics = None  # kbroker.metrics.BrokerMetrics, made by run() when metrics.port is set
         self.metrics_port: int | None = None
         self.authorization = Authorization(self.config)  # ACLs, when authorizer.class.name names ours
-        self.quota_meters = QuotaMeters(self.config.quota_window_num, self.config.quota_window_size_seconds * 1000)
+        self.quotas = ClientQuotas(lambda: self.image.client_quotas, QuotaMeters(
+            self.config.quota_window_num, self.config.quota_window_size_seconds * 1000), clock)
+        # what the listeners use of this broker (the metrics once run() makes them)
+        self.services = ListenerServices(self.scram_credential, self.quotas, self.config.get("logging.requests"))
         # connections kept to the others' inter-broker listeners (a lone broker reaches none)
         self.peers = Peers(PeerSecurity() if self.alone else PeerSecurity.inter_broker(self.config),
                            client_id=f"broker-{self.node_id}")
         limits = _limits(settings.limits, self.static_config, self.config)
-        self.servers = [Server(self, limits, security=self._listener_security(listener))
+        self.servers = [Server(self, self.services, limits, security=self._listener_security(listener))
                         for listener in settings.listeners]
         self.ports: dict[str, int] = {}  # listener name -> the port it is bound to, once serving
         self.port: int | None = None  # the first listener's
@@ -183,8 +187,8 @@ class Broker:
         self.fetchers = ReplicaFetchers(self)
         self.isr = IsrManager(self)
         self.txn_guards = VerificationGuards()  # partitions verified with a coordinator elsewhere (KIP-890)
-        self.groups = GroupShell(self)
-        self.transactions = TxnShell(self)
+        self.groups = GroupShell(self, clock)
+        self.transactions = TxnShell(self, clock)
         self.write_lock = trio.Lock()  # admin changes are planned and committed one at a time
         for topic in self.image.topics.values():
             self._open_logs(topic)
@@ -396,7 +400,7 @@ class Broker:
         if self.config.metrics_port is not None:  # first: /health and /ready answer while the broker starts
             from kbroker import metrics
 
-            self.metrics = metrics.BrokerMetrics(self)
+            self.metrics = self.services.metrics = metrics.BrokerMetrics(self)
         self.flusher = Flusher(self.metrics.fsync_seconds.observe if self.metrics is not None else None)
         try:
             async with trio.open_nursery() as nursery:
@@ -458,36 +462,6 @@ class Broker:
                               SECURITY_PROTOCOL_IDS[listener.security_protocol]))
         _, host, port, _ = listeners[0]
         return BrokerEndpoint(settings.node_id, host, port, listeners=tuple(listeners))
-
-    def throttle_ms(self, principal: str, client_id: str, key: str, value: float) -> int:
-        """Count a client's usage against its quota ``key``; the throttle time Kafka would answer with."""
-        if not self.image.client_quotas:
-            return 0
-        bound, metered = quota_for(self.image.client_quotas, principal.partition(":")[2], client_id, key)
-        if bound is None:
-            return 0
-        return self.quota_meters.record_and_throttle_ms(key, metered, bound, value, int(time.monotonic() * 1000))
-
-    def connection_throttle_ms(self, ip: str) -> int:
-        """0 to serve a new connection from ``ip``; else it exceeds the IP's connection_creation_rate
-        (KIP-612) and is closed after that many milliseconds, as Kafka's acceptor does."""
-        if not self.image.client_quotas:
-            return 0
-        bound, metered = ip_quota_for(self.image.client_quotas, ip)
-        if bound is None:
-            return 0
-        return self.quota_meters.admit_connection(metered, bound, int(time.monotonic() * 1000))
-
-    def mutation_quota(self, principal: str, client_id: str) -> TokenBucket | None:
-        """The client's controller_mutation_rate bucket (KIP-599), None without that quota. Metered by
-        the broker the client sends its CreateTopics, CreatePartitions and DeleteTopics to."""
-        if not self.image.client_quotas:
-            return None
-        bound, metered = quota_for(self.image.client_quotas, principal.partition(":")[2], client_id,
-                                   CONTROLLER_MUTATION_RATE)
-        if bound is None:
-            return None
-        return self.quota_meters.bucket(metered, bound, int(time.monotonic() * 1000))
 
     def readiness(self) -> tuple[bool, str]:
         """/ready: every listener open and, in a cluster, registered with the quorum and unfenced."""

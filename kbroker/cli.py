@@ -89,8 +89,7 @@ async def serve(server, started_at: float, data_dir: str) -> None:
                         elapsed_ms, data_dir)
             async for signum in signals:
                 logger.info("stopping on %s", signal.Signals(signum).name)
-                if hasattr(server, "shutdown"):
-                    await server.shutdown()
+                await server.shutdown()
                 nursery.cancel_scope.cancel()
                 break
 

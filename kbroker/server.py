@@ -22,6 +22,7 @@ import socket
 import time
 from collections import deque
 from dataclasses import dataclass
+from typing import Callable
 
 import trio
 
@@ -29,8 +30,8 @@ from kbroker.handlers import HANDLERS, Deferred
 from kbroker.handlers.api_versions import api_versions_response
 from kbroker.event_log import log_answer
 from kbroker.security.listener import ListenerSecurity, principal_of_certificate
-from kbroker.security.quotas import REQUEST_PERCENTAGE
-from kbroker.security.scram import AuthenticationFailed
+from kbroker.security.quotas import REQUEST_PERCENTAGE, ClientQuotas
+from kbroker.security.scram import AuthenticationFailed, ScramCredential
 from kbroker.security.session import Session
 from kbroker.wire import DecodeError
 from kbroker.wire.schema import EncodeBuffer
@@ -74,6 +75,17 @@ class RequestContext:
         return self.header.api_version
 
 
+@dataclass
+class ListenerServices:
+    """What a listener's connections use of their node besides the handlers' owner: named and typed here,
+    so that the server asks nothing else of the node."""
+
+    credentials: Callable[[str, int], ScramCredential | None]  # (user, SCRAM mechanism) -> the user's credential
+    quotas: ClientQuotas | None = None  # a broker's client quotas; a controller's listener meters no one
+    log_every_request: bool = False  # logging.requests
+    metrics: object = None  # kbroker.metrics.BrokerMetrics, once the broker has made them
+
+
 @dataclass(frozen=True)
 class ServerLimits:
     max_frame_bytes: int = 100 * 1024 * 1024  # socket.request.max.bytes
@@ -83,18 +95,18 @@ class ServerLimits:
 
 
 class Server:
-    def __init__(self, broker, limits: ServerLimits | None = None, *, handlers: dict | None = None,
-                 api_versions=api_versions_response, security: ListenerSecurity | None = None) -> None:
+    def __init__(self, broker, services: ListenerServices, limits: ServerLimits | None = None, *,
+                 handlers: dict | None = None, api_versions=api_versions_response,
+                 security: ListenerSecurity | None = None) -> None:
         """Serve ``broker`` (what the handlers are given) with ``handlers`` (the broker's registry,
         or another, such as a controller listener's) and ``api_versions`` making their ApiVersions answer,
-        on a listener with ``security`` (PLAINTEXT unless told)."""
+        on a listener with ``security`` (PLAINTEXT unless told), using the node's ``services``."""
         self.broker = broker
+        self.services = services
         self.limits = limits or ServerLimits()
         self.handlers = HANDLERS if handlers is None else handlers
         self.api_versions = api_versions
         self.security = security or ListenerSecurity()
-        config = getattr(broker, "config", None)
-        self.log_every_request = bool(config is not None and config.get("logging.requests"))
         self.connections = 0
         self.accepted = 0  # connections accepted since start (kbroker_connections_accepted)
 
@@ -116,8 +128,8 @@ class Server:
         peer = "?"
         try:
             peer = stream.socket.getpeername()[0]
-            throttle = getattr(self.broker, "connection_throttle_ms", None)
-            if throttle is not None and (throttle_ms := throttle(peer)):
+            quotas = self.services.quotas
+            if quotas is not None and (throttle_ms := quotas.connection_throttle_ms(peer)):
                 logger.debug("closing connection from %s in %d ms: over its connection_creation_rate", peer,
                              throttle_ms)
                 await trio.sleep(throttle_ms / 1000)
@@ -129,7 +141,7 @@ class Server:
                 with trio.fail_after(_TLS_HANDSHAKE_S):
                     await stream.do_handshake()
                 principal = principal_of_certificate(stream.getpeercert())
-            session = Session(self.security, getattr(self.broker, "scram_credential", _no_credential), principal)
+            session = Session(self.security, self.services.credentials, principal)
             await self._serve_connection(stream, peer, session)
         except* (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError) as errors:
             if isinstance(stream, trio.SSLStream) and errors.exceptions[0].__cause__ is not None:
@@ -201,7 +213,7 @@ class Server:
         """The response frame to one request frame (each with its size), handled as if it came from
         ``peer`` on a connection of this listener, but without one: how a node's broker reaches the
         controller in its own process (kbroker.peers.InProcessPeers). Answered once ready."""
-        session = Session(self.security, getattr(self.broker, "scram_credential", _no_credential), "User:ANONYMOUS")
+        session = Session(self.security, self.services.credentials, "User:ANONYMOUS")
         answer = await self._handle(memoryview(frame)[4:], peer, session)
         if answer is None:
             raise DecodeError("the request has no answer")
@@ -231,8 +243,9 @@ class Server:
                 return answer
             raise DecodeError(f"api key {header.api_key} v{header.api_version} is not supported")
         request = handler.api.decode_request(header.api_version, memoryview(frame)[body_start:], exact=False)
+        quotas = self.services.quotas
         context = RequestContext(header, peer, self.security.name, session,
-                                 getattr(self.broker, "throttle_ms", None))
+                                 quotas.throttle_ms if quotas is not None else None)
         started = time.perf_counter()
         response = await handler.handle(self.broker, context, request)
         if response is None:
@@ -246,9 +259,9 @@ class Server:
                 body.throttle_time_ms = max(body.throttle_time_ms or 0, throttle_ms)
         answer = _Answer(header)
         answer.throttle_ms = context.throttle_ms
-        metrics = getattr(self.broker, "metrics", None)
+        metrics = self.services.metrics
         answer.observe = (metrics.request_done if metrics is not None else None, handler.api.name, started, peer,
-                          context.principal, self.log_every_request)
+                          context.principal, self.services.log_every_request)
         if isinstance(response, Deferred):
             answer.deferred = response
         else:
@@ -439,6 +452,3 @@ def _raw_token_answer(session: Session, token: bytes, peer: str) -> _Answer:
     answer.done.set()
     return answer
 
-
-def _no_credential(user: str, mechanism: int):
-    return None

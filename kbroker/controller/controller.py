@@ -22,10 +22,11 @@ from kbroker.controller.upgrade import upgrade_single_node_log
 from kbroker.config.dynamic import ConfigLayers
 from kbroker.metadata import records
 from kbroker.producer_ids import BLOCK_SIZE as PRODUCER_ID_BLOCK
+from kbroker.security.authorization import Authorization
 from kbroker.security.listener import ListenerSecurity
 from kbroker.security.peer import PeerSecurity
 from kbroker.security.scram import ScramCredential, credential_of
-from kbroker.server import Server, ServerLimits
+from kbroker.server import ListenerServices, Server, ServerLimits
 from kbroker.log.checkpoint import kafka_uuid_string
 from kbroker.raft.driver import NotLeader, RaftDriver
 from kbroker.raft.node import Leader, RaftConfig
@@ -85,10 +86,13 @@ class Controller:
         self.store, self.driver = quorum_member(config, self.state, directory=directory, voters=voters)
         listener = self.listener_name = (config.controller_listener_names or ("CONTROLLER",))[0]
         self.bound: tuple[str, int] | None = None  # the controller listener's address, once serving
-        self.server = Server(self, limits, handlers=CONTROLLER_HANDLERS, api_versions=controller_api_versions,
+        services = ListenerServices(self.scram_credential, log_every_request=config.get("logging.requests"))
+        self.server = Server(self, services, limits, handlers=CONTROLLER_HANDLERS, api_versions=controller_api_versions,
                              security=ListenerSecurity.from_config(
                                  config, listener, config.security_protocol_map.get(listener, "PLAINTEXT")))
         self.forwards = False  # the controller plans metadata changes itself (kbroker.handlers.metadata_change)
+        self.authorization = Authorization()  # none: brokers authorize what they forward (security/authorization.py)
+        self.quotas = None  # a controller meters no clients: brokers do
         self.write_lock = trio.Lock()  # changes are planned against the image and committed one at a time
         self.leases = brokers.BrokerLeases(config.get("broker.session.timeout.ms"))
 

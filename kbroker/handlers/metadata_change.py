@@ -3,8 +3,6 @@ and cluster authorization (``metadata_change``), and KIP-599's mutation quota (`
 
 from __future__ import annotations
 
-import time
-
 from kbroker.security.authorization import allowed_on_cluster
 from kbroker.wire.errors import ErrorCode
 
@@ -50,11 +48,11 @@ def admit_mutations(broker, context, items: list, permits, strict_from: int) -> 
     are recorded whole and only throttled. Either way the answer carries the throttle time and the
     connection is muted that long (``context.throttle_ms``). Returns (admitted, refused).
     """
-    quota = getattr(broker, "mutation_quota", None)  # None on a controller: brokers meter their clients
-    bucket = quota(context.principal, context.header.client_id or "") if quota is not None else None
+    quotas = broker.quotas  # None on a controller: brokers meter their clients
+    bucket = quotas.mutation_quota(context.principal, context.header.client_id or "") if quotas is not None else None
     if bucket is None:
         return list(items), []
-    now_ms = int(time.monotonic() * 1000)
+    now_ms = quotas.clock.monotonic_ms()
     admitted, refused = [], []
     for item in items:
         if context.api_version >= strict_from and (refused or bucket.exceeded(now_ms)):

@@ -7,9 +7,10 @@ our own name), the ACLs in the metadata log decide, with ``super.users`` and
 ``allow.everyone.if.no.acl.found`` as Kafka's. The index over the ACLs is
 rebuilt only when they change.
 
-Handlers call the module functions with the broker they were given: on a
-controller's listener (forwarded admin requests, already authorized by the
-broker that took them) there is no authorizer and everything is allowed.
+Handlers call the module functions with the node they were given, which has an
+``authorization``: a controller's is off (``Authorization()``), since what reaches
+its listener is forwarded admin requests, already authorized by the broker that
+took them, and the nodes' own requests.
 """
 
 from __future__ import annotations
@@ -26,7 +27,12 @@ ALL_OPERATIONS = -2147483648  # KIP-430's "not asked for" marker in responses
 
 
 class Authorization:
-    def __init__(self, config: BrokerConfig) -> None:
+    def __init__(self, config: BrokerConfig | None = None) -> None:
+        """The authorizer ``config`` names; with no config, none: everything is allowed."""
+        if config is None:
+            self.enabled, self.super_users, self.allow_if_no_acl = False, frozenset(), True
+            self._acls, self._authorizer = None, None
+            return
         name = config.get("authorizer.class.name").strip()
         if name and name not in AUTHORIZER_NAMES:
             raise ConfigError(f"authorizer.class.name={name}: kbroker's ACL authorizer answers to "
@@ -55,8 +61,8 @@ def binding_of(record) -> AclBinding:
 
 def allowed(broker, context, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
     """Whether the request's principal, from its host, may do ``operation`` on the resource."""
-    authorization = getattr(broker, "authorization", None)
-    if authorization is None or not authorization.enabled:
+    authorization = broker.authorization
+    if not authorization.enabled:
         return True
     return authorization.authorizer(broker.image.acls).authorize(
         context.principal, context.client_host, operation, resource_type, name)
@@ -68,8 +74,8 @@ def allowed_on_cluster(broker, context, operation: AclOperation) -> bool:
 
 def allowed_on_any(broker, context, operation: AclOperation, resource_type: ResourceType) -> bool:
     """Whether some resource of the type could allow it (KIP-679's authorizeByResourceType)."""
-    authorization = getattr(broker, "authorization", None)
-    if authorization is None or not authorization.enabled:
+    authorization = broker.authorization
+    if not authorization.enabled:
         return True
     return authorization.authorizer(broker.image.acls).authorize_any(
         context.principal, context.client_host, operation, resource_type)
@@ -77,8 +83,8 @@ def allowed_on_any(broker, context, operation: AclOperation, resource_type: Reso
 
 def authorized_operations(broker, context, resource_type: ResourceType, name: str) -> int:
     """KIP-430: the bit field of what the principal may do on the resource."""
-    authorization = getattr(broker, "authorization", None)
-    if authorization is None or not authorization.enabled:
+    authorization = broker.authorization
+    if not authorization.enabled:
         authorizer = Authorizer((), frozenset(), allow_everyone_if_no_acl_found=True)
     else:
         authorizer = authorization.authorizer(broker.image.acls)
