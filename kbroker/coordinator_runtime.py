@@ -61,11 +61,6 @@ _WAITER_LIMIT_S = 30 * 60 + 60  # beyond the longest timeout a client may ask a 
 _TIMER_IDLE_S = 1.0  # the timer task's longest sleep
 
 
-def now_ms() -> int:
-    """The system clock's wall time, for the handlers until they read their runtime's (``shell.now_ms()``)."""
-    return SYSTEM_CLOCK.wall_ms()
-
-
 class _Waiter:
     def __init__(self) -> None:
         self.response = None

@@ -8,13 +8,13 @@ metadata image as the KIP-848 groups see it.
 
 from __future__ import annotations
 
-from kbroker.coordinator_runtime import CoordinatorRuntime, decode_record, encode_record, now_ms
+from kbroker.coordinator_runtime import CoordinatorRuntime, decode_record, encode_record
 from kbroker.log.clock import SYSTEM_CLOCK, Clock
 from kbroker.topics import TopicRequest
 
 OFFSETS_TOPIC = "__consumer_offsets"
 
-__all__ = ["GroupShell", "OFFSETS_TOPIC", "coordinator_config", "now_ms"]
+__all__ = ["GroupShell", "OFFSETS_TOPIC", "coordinator_config"]
 
 
 def coordinator_config(config):

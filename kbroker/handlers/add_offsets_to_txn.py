@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from kbroker import handlers
-from kbroker.coordinator_runtime import now_ms
 from kbroker.effects import CoordinatorError
 from kbroker.security.acls import AclOperation
 from kbroker.security.authorization import require_group, require_transactional_id
@@ -22,7 +21,7 @@ async def handle(broker, context, request):
         shell.coordinator.check(request.transactional_id)
         await broker.groups.ensure_topic()  # the group's offsets partition must exist to take the markers
         error_code, effects = shell.coordinator.add_offsets(request.transactional_id, request.producer_id,
-                                                            request.producer_epoch, request.group_id, now_ms())
+                                                            request.producer_epoch, request.group_id, shell.now_ms())
     except CoordinatorError as error:
         return AddOffsetsToTxnResponse(error_code=error.error_code)
     if not await shell.wait_applied(request.transactional_id, effects):

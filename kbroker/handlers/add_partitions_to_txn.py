@@ -8,7 +8,6 @@ Up to v3 one transaction per request, from the producer; from v4 many, and
 from __future__ import annotations
 
 from kbroker import handlers
-from kbroker.coordinator_runtime import now_ms
 from kbroker.effects import CoordinatorError
 from kbroker.security.acls import AclOperation, ResourceType
 from kbroker.security.authorization import allowed, allowed_on_cluster
@@ -51,7 +50,7 @@ async def _add(broker, transactional_id: str, producer_id: int, producer_epoch: 
     try:
         shell.coordinator.check(transactional_id)
         errors, effects = shell.coordinator.add_partitions(transactional_id, producer_id, producer_epoch, partitions,
-                                                           verify_only, now_ms())
+                                                           verify_only, shell.now_ms())
         if not await shell.wait_applied(transactional_id, effects):
             errors = {key: ErrorCode.COORDINATOR_NOT_AVAILABLE for key in partitions}
     except CoordinatorError as error:

@@ -10,7 +10,6 @@ from kbroker import handlers
 from kbroker.security.acls import AclOperation
 from kbroker.security.authorization import require_group
 from kbroker.effects import CoordinatorError
-from kbroker.group.shell import now_ms
 from kbroker.wire.errors import ErrorCode
 from kbroker.wire.schema import API_BY_NAME
 
@@ -20,7 +19,7 @@ ConsumerGroupHeartbeatResponse = API_BY_NAME["ConsumerGroupHeartbeat"].response_
 @handlers.handles("ConsumerGroupHeartbeat", 0, 1)
 async def handle(broker, context, request):
     shell = broker.groups
-    now = now_ms()
+    now = shell.now_ms()
     try:
         require_group(broker, context, AclOperation.READ, request.group_id)
         if not request.group_id:

@@ -9,7 +9,6 @@ bumped epoch.
 from __future__ import annotations
 
 from kbroker import handlers
-from kbroker.coordinator_runtime import now_ms
 from kbroker.effects import CoordinatorError
 from kbroker.security.acls import AclOperation
 from kbroker.security.authorization import require_transactional_id
@@ -29,5 +28,5 @@ async def handle(broker, context, request):
     waiter = shell.new_waiter()
     shell.apply(request.transactional_id, shell.coordinator.end_txn(
         waiter, request.transactional_id, request.producer_id, request.producer_epoch, request.committed,
-        context.api_version, now_ms()))
+        context.api_version, shell.now_ms()))
     return shell.deferred(waiter)

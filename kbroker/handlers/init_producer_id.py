@@ -3,7 +3,6 @@ producer; for a transactional id, the transaction coordinator's id and epoch (th
 producer of that id is fenced, and its open transaction aborted first)."""
 
 from kbroker import handlers
-from kbroker.coordinator_runtime import now_ms
 from kbroker.effects import CoordinatorError
 from kbroker.security.acls import AclOperation, ResourceType
 from kbroker.security.authorization import allowed_on_any, allowed_on_cluster, require_transactional_id
@@ -28,7 +27,7 @@ async def handle(broker, context, request):
         waiter = shell.new_waiter()
         shell.apply(request.transactional_id, shell.coordinator.init_producer_id(
             waiter, request.transactional_id, request.transaction_timeout_ms, request.producer_id, request.producer_epoch,
-            context.api_version, now_ms()))
+            context.api_version, shell.now_ms()))
         return shell.deferred(waiter)
     # KIP-679: an idempotent producer needs IDEMPOTENT_WRITE on the cluster, or WRITE on some topic.
     if not (allowed_on_cluster(broker, context, AclOperation.IDEMPOTENT_WRITE)

@@ -10,7 +10,6 @@ from kbroker import handlers
 from kbroker.effects import CoordinatorError
 from kbroker.security.acls import AclOperation
 from kbroker.security.authorization import require_group
-from kbroker.group.shell import now_ms
 from kbroker.wire.errors import ErrorCode
 from kbroker.wire.schema import API_BY_NAME
 
@@ -25,13 +24,13 @@ async def handle(broker, context, request):
         if not request.group_id:
             raise CoordinatorError(ErrorCode.INVALID_GROUP_ID)
         # A known member id names a group that must exist; an empty one may create it.
-        group = shell.coordinator.classic_group(request.group_id, now_ms(), create=not request.member_id)
+        group = shell.coordinator.classic_group(request.group_id, shell.now_ms(), create=not request.member_id)
     except CoordinatorError as error:
         code = ErrorCode.UNKNOWN_MEMBER_ID if error.error_code == ErrorCode.GROUP_ID_NOT_FOUND else error.error_code
         return _as_kafka_sends(JoinGroupResponse(error_code=code, member_id=request.member_id, leader="", protocol_name="",
                                                  members=[]), context.api_version)
     waiter = shell.new_waiter()
-    effects = group.join(waiter, request, context.api_version, context.header.client_id or "", context.client_host, now_ms())
+    effects = group.join(waiter, request, context.api_version, context.header.client_id or "", context.client_host, shell.now_ms())
     shell.apply(request.group_id, effects)
     answer = shell.deferred(waiter)
     answered = answer.ready

@@ -8,7 +8,6 @@ import re
 from kbroker import handlers
 from kbroker.security.acls import AclOperation, ResourceType
 from kbroker.security.authorization import allowed
-from kbroker.coordinator_runtime import now_ms
 from kbroker.effects import CoordinatorError
 from kbroker.wire.errors import ErrorCode
 from kbroker.wire.schema import API_BY_NAME
@@ -35,7 +34,7 @@ async def handle(broker, context, request):
     try:
         listed = broker.transactions.coordinator.list_transactions(
             known, request.producer_id_filters,
-            request.duration_filter, now_ms(), matches)
+            request.duration_filter, broker.transactions.now_ms(), matches)
     except CoordinatorError as error:
         return ListTransactionsResponse(error_code=error.error_code)
     listed = [t for t in listed

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from kbroker import handlers
 from kbroker.effects import CoordinatorError
-from kbroker.group.shell import now_ms
 from kbroker.security.acls import AclOperation, ResourceType
 from kbroker.security.authorization import allowed
 from kbroker.wire.errors import ErrorCode
@@ -31,7 +30,7 @@ async def handle(broker, context, request):
     # The group cores load at the first group request.
     from kbroker.group.offsets import CommittedOffset, unknown_partitions
 
-    image, now = broker.image, now_ms()
+    image, now = broker.image, broker.groups.now_ms()
     by_id = context.api_version >= _TOPIC_IDS_FROM
     names = [image.topic_names.get(topic.topic_id) if by_id else topic.name for topic in request.topics]
     if not allowed(broker, context, AclOperation.READ, ResourceType.GROUP, request.group_id):

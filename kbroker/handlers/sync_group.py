@@ -10,7 +10,6 @@ from kbroker import handlers
 from kbroker.effects import CoordinatorError
 from kbroker.security.acls import AclOperation
 from kbroker.security.authorization import require_group
-from kbroker.group.shell import now_ms
 from kbroker.wire.schema import API_BY_NAME
 
 SyncGroupResponse = API_BY_NAME["SyncGroup"].response_class
@@ -21,9 +20,9 @@ async def handle(broker, context, request):
     shell = broker.groups
     try:
         require_group(broker, context, AclOperation.READ, request.group_id)
-        group = shell.coordinator.member_group(request.group_id, now_ms())
+        group = shell.coordinator.member_group(request.group_id, shell.now_ms())
     except CoordinatorError as error:
         return SyncGroupResponse(error_code=error.error_code, assignment=b"")
     waiter = shell.new_waiter()
-    shell.apply(request.group_id, group.sync(waiter, request, context.api_version, now_ms()))
+    shell.apply(request.group_id, group.sync(waiter, request, context.api_version, shell.now_ms()))
     return shell.deferred(waiter)

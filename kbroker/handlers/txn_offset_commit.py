@@ -16,7 +16,7 @@ from kbroker import handlers
 from kbroker.effects import CoordinatorError
 from kbroker.security.acls import AclOperation, ResourceType
 from kbroker.security.authorization import allowed
-from kbroker.group.shell import OFFSETS_TOPIC, now_ms
+from kbroker.group.shell import OFFSETS_TOPIC
 from kbroker.txn.verification import add_to_transaction, ask_remote_coordinator, verify_in_transaction
 from kbroker.wire.errors import ErrorCode
 from kbroker.wire.schema import API_BY_NAME
@@ -32,7 +32,7 @@ async def handle(broker, context, request):
     # The group cores load at the first group request.
     from kbroker.group.offsets import CommittedOffset, unknown_partitions
 
-    shell, now = broker.groups, now_ms()
+    shell, now = broker.groups, broker.groups.now_ms()
     commits = {
         (topic.name, partition.partition_index): CommittedOffset(
             offset=partition.committed_offset, leader_epoch=partition.committed_leader_epoch,
