@@ -190,6 +190,7 @@ class Broker:
         self.groups = GroupShell(self, clock)
         self.transactions = TxnShell(self, clock)
         self.write_lock = trio.Lock()  # admin changes are planned and committed one at a time
+        self._checkpoint_lock = trio.Lock()  # checkpoint files are written one at a time, in order
         for topic in self.image.topics.values():
             self._open_logs(topic)
 
@@ -295,8 +296,7 @@ class Broker:
                     replica = self._partitions.get((name, state.partition))
                     if self.node_id not in state.replicas and (name, state.partition) in self.logs.logs:
                         logger.info("%s-%d: reassigned away from this broker; deleting its log", name, state.partition)
-                        self._partitions.pop((name, state.partition), None)
-                        self.logs.delete(name, state.partition)
+                        self._delete_log(name, state.partition)
                     elif replica is not None:
                         replica.update(state.leader, state.leader_epoch, state.replicas, state.isr)
         if self.fetchers is not None:
@@ -310,8 +310,29 @@ class Broker:
         for name, topic in before.topics.items():
             if name not in self.image.topics:
                 for partition in topic.partitions:
-                    self._partitions.pop((name, partition.partition), None)
-                    self.logs.delete(name, partition.partition)
+                    self._delete_log(name, partition.partition)
+
+    def _delete_log(self, topic: str, index: int) -> None:
+        """Stop serving a partition here and delete its log: its files go in a worker thread."""
+        self._partitions.pop((topic, index), None)
+        renamed = self.logs.forget(topic, index)
+        if self._nursery is None:
+            self.logs.remove_directory(renamed)
+            self.logs.checkpoint()
+            return
+
+        async def remove() -> None:
+            await trio.to_thread.run_sync(self.logs.remove_directory, renamed)
+            await self.checkpoint_logs()
+
+        self._nursery.start_soon(remove)
+
+    async def checkpoint_logs(self) -> None:
+        """Persist the logs' recovery points and start offsets, in a worker thread; calls write in the
+        order they were made (the values are taken first, the lock is fair)."""
+        values = self.logs.checkpoint_values()
+        async with self._checkpoint_lock:
+            await trio.to_thread.run_sync(self.logs.write_checkpoint, values)
 
     def _take_dynamic_configs(self) -> bool:
         """Make the image's dynamic configs of this broker and the cluster-wide default part of its config;
@@ -437,8 +458,11 @@ class Broker:
                 self.port = self.ports[settings.listeners[0].name]
                 task_status.started((endpoint.host, endpoint.port))
         finally:
-            self.flusher.stop()
-            self.logs.close()
+            # Off the event loop: the flusher finishes its fsyncs, then the logs take their producer
+            # snapshots and checkpoints as they close.
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(self.flusher.stop)
+                await trio.to_thread.run_sync(self.logs.close)
             if self._owns_directories:
                 self.directories.release()
 

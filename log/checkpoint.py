@@ -87,13 +87,18 @@ def write_atomically(path, data: bytes, durable: bool = True) -> None:
         fsync_directory(os.path.dirname(os.path.abspath(path)))
 
 
-def fsync_file_and_directory(path) -> None:
-    """Make a file written with ``write_atomically(durable=False)`` durable."""
+def fsync_file(path) -> None:
+    """fsync one file's contents by its path."""
     descriptor = os.open(path, os.O_RDONLY)
     try:
         os.fsync(descriptor)
     finally:
         os.close(descriptor)
+
+
+def fsync_file_and_directory(path) -> None:
+    """Make a file written with ``write_atomically(durable=False)`` durable."""
+    fsync_file(path)
     fsync_directory(os.path.dirname(os.path.abspath(path)))
 
 

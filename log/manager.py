@@ -33,6 +33,9 @@ def partition_directory_name(topic: str, partition: int) -> str:
     return f"{topic}-{partition}"
 
 
+DELETE_SUFFIX = "-delete"  # Kafka's: a deleted partition's directory, renamed until its files are removed
+
+
 def parse_partition_directory_name(name: str) -> TopicPartition | None:
     topic, dash, partition = name.rpartition("-")
     if not dash or not topic or not partition.isdigit():
@@ -49,6 +52,9 @@ class LogManager:
         self._checkpointed: tuple[dict, dict] | None = None  # both files' contents; only this manager writes them
         self.logs: dict[TopicPartition, Log] = {}
         self._unsynced_metadata: list[str] = []
+        for name in os.listdir(log_dir):  # partitions deleted before a stop or a crash
+            if name.endswith(DELETE_SUFFIX):
+                self.remove_directory(os.path.join(log_dir, name))
 
     def take_unsynced_metadata(self) -> list[str]:
         """The ``partition.metadata`` paths written without fsync since the last call (see :meth:`open`)."""
@@ -97,11 +103,20 @@ class LogManager:
 
     def checkpoint(self) -> None:
         """Persist every open partition's recovery point and log start offset."""
-        recovery_points = {key: log.recovery_point for key, log in self.logs.items()}
-        log_starts = {key: log.log_start_offset for key, log in self.logs.items()}
+        self.write_checkpoint(self.checkpoint_values())
+
+    def checkpoint_values(self) -> tuple[dict, dict]:
+        """(recovery points, log start offsets) of every open partition, now: what ``write_checkpoint``
+        persists, perhaps in another thread (the owner writes them in the order it took them)."""
+        return ({key: log.trusted_recovery_point for key, log in self.logs.items()},
+                {key: log.log_start_offset for key, log in self.logs.items()})
+
+    def write_checkpoint(self, values: tuple[dict, dict]) -> None:
+        """Persist ``checkpoint_values()`` (two fsynced files): blocks, so a worker thread's job."""
+        recovery_points, log_starts = values
         self._recovery_points.write(recovery_points)
         self._log_starts.write(log_starts)
-        self._checkpointed = recovery_points, log_starts
+        self._checkpointed = values
 
     def _checkpoint_values(self) -> tuple[dict, dict]:
         """(recovery points, log start offsets) as last checkpointed, read from the files once."""
@@ -110,12 +125,29 @@ class LogManager:
         return self._checkpointed
 
     def delete(self, topic: str, partition: int) -> None:
-        key = (topic, partition)
-        log = self.logs.pop(key, None)
+        self.remove_directory(self.forget(topic, partition))
+        self.checkpoint()
+
+    def forget(self, topic: str, partition: int) -> str:
+        """Close a partition's log, stop keeping it and rename its directory out of the way, as Kafka
+        does (``<topic>-<partition>.<unique>-delete``): a partition of that name may be made again at
+        once. Returns the new path, for ``remove_directory``, which with a checkpoint finishes the
+        deletion (both block: the owner may run them in a worker thread). A start removes what a
+        stop left behind."""
+        log = self.logs.pop((topic, partition), None)
         if log is not None:
             log.close()
-        shutil.rmtree(os.path.join(self.log_dir, partition_directory_name(topic, partition)), ignore_errors=True)
-        self.checkpoint()
+        directory = os.path.join(self.log_dir, partition_directory_name(topic, partition))
+        renamed = f"{directory}.{uuid.uuid4().hex}{DELETE_SUFFIX}"
+        try:
+            os.rename(directory, renamed)
+        except FileNotFoundError:
+            pass  # never written here
+        return renamed
+
+    @staticmethod
+    def remove_directory(path: str) -> None:
+        shutil.rmtree(path, ignore_errors=True)
 
     def close(self) -> None:
         for log in self.logs.values():

@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 
 from kbroker.log.append_origin import AppendOrigin
-from kbroker.log.checkpoint import fsync_directory, fsync_file_and_directory
+from kbroker.log.checkpoint import fsync_directory, fsync_file, fsync_file_and_directory
 from kbroker.log.config import LogConfig
 from kbroker.log.producer_state import (
     DuplicateBatch,
@@ -94,15 +94,25 @@ class FlushJob:
     truncations: int = 0  # the log's truncation count when the job began
     epoch_checkpoint: str | None = None  # the leader-epoch checkpoint, when written without fsync since
     epoch_writes: int = 0  # how many such writes this job makes durable
+    snapshots: tuple[str, ...] = ()  # producer snapshots written at rolls without fsync since
+    rolled: tuple[LogSegment, ...] = ()  # segments rolled since whose indexes are not synced yet
 
     def run(self) -> None:
         for segment in self.segments:
             # One fsync, not three: the active segment's indexes are recovery's to rebuild.
             segment.flush(indexes=segment is not self.active)
+        for segment in self.rolled:
+            if segment not in self.segments:
+                segment.flush_indexes()
         if self.epoch_checkpoint is not None:
             fsync_file_and_directory(self.epoch_checkpoint)
-        if self.directory is not None:
-            fsync_directory(self.directory)  # as Kafka: a new segment's name must be durable too
+        for path in self.snapshots:
+            try:
+                fsync_file(path)
+            except FileNotFoundError:
+                pass  # deleted meanwhile with its segment: nothing to keep
+        if self.directory is not None or self.snapshots:
+            fsync_directory(self.directory or os.path.dirname(self.snapshots[0]))  # new names must be durable too
 
 
 def _make_directory(directory: str) -> bool:
@@ -132,6 +142,8 @@ class Log:
         self._truncations = 0  # bumped whenever the end moves back; flush jobs begun before count for nothing
         self._last_flush_ms = _now_ms()
         self._retired: list[tuple[int, LogSegment]] = []
+        self._unsynced_snapshots: list[str] = []  # producer snapshots the next flush makes durable
+        self._unsynced_indexes: list[LogSegment] = []  # rolled segments whose indexes the next flush syncs
         self._active_created_ms = 0
         self._roll_jitter_ms = 0  # the active segment's share of segment.jitter.ms
         self.random = _RANDOM  # where segment.jitter.ms draws from; a test may give its own, seeded
@@ -420,17 +432,21 @@ class Log:
         previous = self.active_segment
         if previous.size == 0 and base_offset == previous.base_offset:
             return previous
-        # Flushes left its indexes unsynced while it was active; once the recovery
-        # point passes it, a restart trusts them without a rebuild.
-        previous.flush_indexes()
+        # Flushes left its indexes unsynced while it was active; the next flush syncs them (off the
+        # appending thread), and until then the checkpointed recovery point stays before the segment
+        # (trusted_recovery_point), so that a restart rebuilds them rather than trusting them.
+        previous.write_indexes()
+        self._unsynced_indexes.append(previous)
         segment = LogSegment(self.directory, base_offset, self.settings)
         segment.next_offset = base_offset
         self._add_segment(segment)
         self._active_created_ms = _now_ms() if now_ms is None else now_ms
         self._roll_jitter_ms = self._draw_roll_jitter()
-        # As Kafka: a producer snapshot per segment bounds the replay after a restart.
+        # As Kafka: a producer snapshot per segment bounds the replay after a restart. Written here, made
+        # durable by the next flush, off the appending thread (Kafka flushes it in the background too); one
+        # lost in a crash, or torn (its CRC tells), only makes recovery replay from an older one.
         if self.producer_state.end_offset == base_offset:
-            self.producer_state.take_snapshot(self.directory)
+            self._unsynced_snapshots.append(self.producer_state.take_snapshot(self.directory, durable=False))
         return segment
 
     # -- reading --------------------------------------------------------------
@@ -582,10 +598,16 @@ class Log:
             raise ValueError(f"segments at {[segment.base_offset for segment in new]} do not fit in place of {old}")
         deadline = _now_ms() + self.config.file_delete_delay_ms
         self._retired.extend((deadline, segment) for segment in self.segments[first:last])
+        self._forget_unsynced_indexes(self.segments[first:last])
         self.segments[first:last] = new
         self._base_offsets[first:last] = [segment.base_offset for segment in new]
 
+    def _forget_unsynced_indexes(self, gone: list[LogSegment]) -> None:
+        """Segments leaving the log need no index sync (and must not hold the recovery point back)."""
+        self._unsynced_indexes = [segment for segment in self._unsynced_indexes if segment not in gone]
+
     def _retire(self, segment: LogSegment, now_ms: int | None = None) -> None:
+        self._forget_unsynced_indexes([segment])
         segment.unlink()
         now_ms = _now_ms() if now_ms is None else now_ms  # the caller's clock, as close_retired's
         self._retired.append((now_ms + self.config.file_delete_delay_ms, segment))
@@ -611,7 +633,8 @@ class Log:
         epoch_writes = epochs.unsynced_writes if epochs is not None else 0
         return FlushJob(
             self.log_end_offset, segments, self.active_segment, self.directory if created else None, self._truncations,
-            epochs.checkpoint_file.path if epoch_writes else None, epoch_writes,
+            epochs.checkpoint_file.path if epoch_writes else None, epoch_writes, tuple(self._unsynced_snapshots),
+            tuple(self._unsynced_indexes),
         )
 
     def complete_flush(self, job: FlushJob) -> None:
@@ -621,15 +644,24 @@ class Log:
             self.recovery_point = min(job.target_offset, self.log_end_offset)
         if job.epoch_writes and self.leader_epochs is not None:
             self.leader_epochs.synced(job.epoch_writes)
+        del self._unsynced_snapshots[:len(job.snapshots)]
+        self._unsynced_indexes = [segment for segment in self._unsynced_indexes if segment not in job.rolled]
         self._last_flush_ms = _now_ms()
 
     def flush(self) -> None:
         """fsync here and now (the owner's thread blocks)."""
-        if self.recovery_point >= self.log_end_offset:
+        if self.recovery_point >= self.log_end_offset and not self._unsynced_indexes and not self._unsynced_snapshots:
             return
         job = self.begin_flush()
         job.run()
         self.complete_flush(job)
+
+    @property
+    def trusted_recovery_point(self) -> int:
+        """The recovery point to checkpoint: below it a restart trusts the segments and their indexes as
+        they are. The recovery point, or the base of the first rolled segment whose indexes no flush has
+        synced yet, if that is lower."""
+        return min([self.recovery_point, *(segment.base_offset for segment in self._unsynced_indexes)])
 
     @property
     def unflushed_messages(self) -> int:

@@ -450,19 +450,20 @@ class ProducerStateManager:
 
     # --- snapshots ----------------------------------------------------------------------
 
-    def take_snapshot(self, directory, offset: int | None = None) -> str:
-        """Write the state to ``<offset>.snapshot`` in ``directory`` durably; returns its path.
+    def take_snapshot(self, directory, offset: int | None = None, *, durable: bool = True) -> str:
+        """Write the state to ``<offset>.snapshot`` in ``directory``; returns its path.
 
         ``offset`` defaults to ``end_offset``; a larger one (the log end offset
         after batches without a producer id) is fine, a smaller one would make
-        recovery apply batches twice. Blocks on two fsyncs: run it in a worker thread.
+        recovery apply batches twice. ``durable`` blocks on two fsyncs (run it in a
+        worker thread); without it, the caller makes the file durable later.
         """
         if offset is None:
             offset = self._end_offset
         if offset < self._end_offset:
             raise ValueError(f"snapshot offset {offset} is below the state's end offset {self._end_offset}")
         path = snapshot_path(directory, offset)
-        write_atomically(path, _encode_snapshot(offset, self._producers.values()))
+        write_atomically(path, _encode_snapshot(offset, self._producers.values()), durable=durable)
         logger.info("wrote producer snapshot %s with %d producers", path, len(self._producers))
         return path
 

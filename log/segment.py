@@ -117,14 +117,20 @@ class LogSegment:
         """fsync the log and its indexes; safe to call from a worker thread.
 
         ``indexes=False`` leaves the offset and time indexes out, for the active
-        segment: recovery rebuilds those from the log, and a roll syncs them
-        (:meth:`flush_indexes`) before the segment can be trusted without one.
+        segment: recovery rebuilds those from the log, and the first flush after a roll
+        syncs them (:meth:`flush_indexes`) before the segment can be trusted without one.
         The transaction index is not rebuilt, so it always goes with the log.
         """
         os.fsync(self.fd)
         if indexes:
             self.flush_indexes()
         self.txn_index.flush()
+
+    def write_indexes(self) -> None:
+        """Hand the indexes' buffered entries to their files, without fsync (a roll does, on the appending
+        thread; :meth:`flush_indexes` later makes them durable)."""
+        self.offset_index.write_pending()
+        self.time_index.write_pending()
 
     def flush_indexes(self) -> None:
         self.offset_index.flush()

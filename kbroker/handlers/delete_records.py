@@ -32,7 +32,7 @@ async def handle(broker, context, request):
         topics.append(TopicResult(name=wanted_topic.name, partitions=results))
     if moved:
         # Deleted records must stay deleted across a restart, so the new start is checkpointed now.
-        broker.logs.checkpoint()
+        await broker.checkpoint_logs()
     return DeleteRecordsResponse(topics=topics)
 
 

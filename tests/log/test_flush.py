@@ -1,4 +1,5 @@
-"""What a flush fsyncs: the active segment's log only, a rolled segment's indexes, a new segment's directory."""
+"""What a flush fsyncs: the active segment's log only, a rolled segment's indexes and producer snapshot, a new
+segment's directory; and that a roll fsyncs nothing itself (it runs on the appending thread)."""
 
 import os
 
@@ -51,11 +52,13 @@ def test_a_new_segment_makes_the_flush_fsync_the_directory(tmp_path, fsyncs):
     partition.flush()
     assert fsyncs == ["00000000000000000000.log"]
     fsyncs.clear()
-    partition.append(batch())  # rolls: the previous segment's indexes are synced at once
-    assert "00000000000000000000.index" in fsyncs and "00000000000000000000.timeindex" in fsyncs
-    fsyncs.clear()
-    partition.flush()
-    assert fsyncs == ["00000000000000000002.log", "t-0"]
+    partition.append(batch())  # rolls: nothing is fsynced on the appending thread
+    assert fsyncs == []
+    assert partition.trusted_recovery_point == 0  # the rolled segment's indexes are not durable yet
+    partition.flush()  # the new segment's log, the rolled one's indexes, the roll's producer snapshot, the names
+    assert fsyncs == ["00000000000000000002.log", "00000000000000000000.index", "00000000000000000000.timeindex",
+                      "00000000000000000002.snapshot", "t-0"]
+    assert partition.trusted_recovery_point == partition.recovery_point == 3
     partition.close()
 
 
@@ -70,8 +73,10 @@ def test_a_flush_across_a_roll_syncs_the_rolled_segment_fully(tmp_path, fsyncs):
     assert [segment.base_offset for segment in job.segments] == [0, 2]
     job.run()
     partition.complete_flush(job)
-    # The rolled segment's log (its unflushed tail), then the active one's, then the new name.
-    assert fsyncs == ["00000000000000000000.log", "00000000000000000002.log", "t-0"]
+    # The rolled segment's log (its unflushed tail) and indexes, then the active one's log, the roll's producer
+    # snapshot, then the new names.
+    assert fsyncs == ["00000000000000000000.log", "00000000000000000000.index", "00000000000000000000.timeindex",
+                      "00000000000000000002.log", "00000000000000000002.snapshot", "t-0"]
     assert partition.recovery_point == 3
     partition.close()
 
