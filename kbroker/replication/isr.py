@@ -13,16 +13,19 @@ The change goes to the active controller as AlterPartition, at the leader and
 partition epochs of the image; until the image shows the result, the high
 watermark counts the larger of the two ISRs, so nothing is acknowledged on the
 strength of an ISR the controller has not agreed to.
+
+Lag is measured on the monotonic reading of the ``Clock`` the manager is given, the one its
+partitions stamp their followers' catching up with (kbroker/replication/replica.py).
 """
 
 from __future__ import annotations
 
 import logging
-import time
 
 import trio
 
 from kbroker.controller.channel import ControllerUnavailable
+from kbroker.log.clock import SYSTEM_CLOCK, Clock
 from kbroker.wire.errors import ErrorCode
 from kbroker.wire.schema import API_BY_NAME
 
@@ -33,8 +36,9 @@ _VERSION = 2
 
 
 class IsrManager:
-    def __init__(self, broker) -> None:
+    def __init__(self, broker, clock: Clock = SYSTEM_CLOCK) -> None:
         self.broker = broker
+        self.clock = clock
         self.lag_max_ms = broker.config.get("replica.lag.time.max.ms")
         self.wake = trio.Event()  # set when a follower may have caught up
 
@@ -44,7 +48,7 @@ class IsrManager:
             with trio.move_on_after(self.lag_max_ms / 2000):
                 await self.wake.wait()
             self.wake = trio.Event()
-            await self.check(int(time.monotonic() * 1000))
+            await self.check(self.clock.monotonic_ms())
 
     def changes(self, now_ms: int) -> list[tuple]:
         """(partition, its image state, the ISR it should have) for each partition whose ISR should change."""

@@ -10,40 +10,40 @@ segments, and a cleaning round rewrites closed segments of one partition at
 a time. Where cleaning stopped is kept in memory, not in Kafka's
 ``cleaner-offset-checkpoint`` file: after a restart a log is cleaned from its
 start again, which costs work but loses nothing.
+
+What is old is decided on the wall reading of the ``Clock`` it is given (kbroker/log/clock.py), as
+records' timestamps are wall-clock milliseconds; the rounds are paced by trio's clock, which sleeps.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 
 import trio
 
 from kbroker.log.cleaner import clean, cleanable_range
+from kbroker.log.clock import SYSTEM_CLOCK, Clock
 
 logger = logging.getLogger(__name__)
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
 class LogMaintenance:
-    def __init__(self, logs, config) -> None:
+    def __init__(self, logs, config, clock: Clock = SYSTEM_CLOCK) -> None:
         self.logs = logs  # the LogManager: its ``logs`` dict changes as topics come and go
         self.retention_interval_s = config.log_retention_check_interval_ms / 1000
         self.cleaner_enabled = config.log_cleaner_enable
         self.cleaner_backoff_s = config.log_cleaner_backoff_ms / 1000
         self.first_dirty: dict[tuple[str, int], int] = {}
+        self.clock = clock
 
     def reconfigure(self, config) -> None:
         """Take a changed log.cleaner.backoff.ms (a dynamic broker config) from the next round on."""
         self.cleaner_backoff_s = config.log_cleaner_backoff_ms / 1000
 
     async def run(self) -> None:
-        next_retention = next_cleaning = time.monotonic()
+        next_retention = next_cleaning = trio.current_time()
         while True:
-            now = time.monotonic()
+            now = trio.current_time()
             if now >= next_retention:
                 next_retention = now + self.retention_interval_s
                 await self.enforce_retention()
@@ -51,12 +51,12 @@ class LogMaintenance:
                 next_cleaning = now + self.cleaner_backoff_s
                 await self.compact()
             await trio.sleep(max(0.0, min(next_retention, next_cleaning if self.cleaner_enabled else next_retention)
-                                 - time.monotonic()))
+                                 - trio.current_time()))
 
     async def enforce_retention(self) -> None:
         for key, log in list(self.logs.logs.items()):
             if log.config.delete:
-                deleted = log.apply_retention(_now_ms())
+                deleted = log.apply_retention(self.clock.wall_ms())
                 if deleted:
                     logger.info("%s-%d: retention deleted %d segment(s); log starts at %d", *key, len(deleted),
                                 log.log_start_offset)
@@ -65,13 +65,13 @@ class LogMaintenance:
     async def compact(self) -> None:
         for key, log in list(self.logs.logs.items()):
             if log.config.compact and self._worth_cleaning(key, log):
-                result = clean(log, now_ms=_now_ms(), first_dirty_offset=self.first_dirty.get(key))
+                result = clean(log, now_ms=self.clock.wall_ms(), first_dirty_offset=self.first_dirty.get(key))
                 self.first_dirty[key] = result.next_dirty_offset
             await trio.lowlevel.checkpoint()
 
     def _worth_cleaning(self, key, log) -> bool:
         """The dirty share of the cleanable bytes reaches the topic's min.cleanable.dirty.ratio."""
-        first_dirty, first_uncleanable = cleanable_range(log, _now_ms(), self.first_dirty.get(key))
+        first_dirty, first_uncleanable = cleanable_range(log, self.clock.wall_ms(), self.first_dirty.get(key))
         if first_uncleanable <= first_dirty:
             return False
         clean_bytes = dirty_bytes = 0

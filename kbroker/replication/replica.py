@@ -13,26 +13,26 @@ As leader it also keeps the ISR honest (Kafka's rules): a follower that has not
 caught up with the log end for ``replica.lag.time.max.ms`` is dropped from it, one
 that reaches the high watermark is added back, each through AlterPartition at the
 controller (kbroker/replication/isr.py); the image then says what the ISR is.
+
+Time comes from the ``Clock`` it is given (kbroker/log/clock.py): its monotonic reading for when
+followers last caught up (the ISR manager must read the same clock), its wall reading for what the
+log stamps and compares (LogAppendTime, segment.ms, flush.ms against the log's last flush).
 """
 
 from __future__ import annotations
-
-import time
 
 import trio
 
 from kbroker.replication.flusher import Flusher
 from kbroker.log.append_origin import AppendOrigin
+from kbroker.log.clock import SYSTEM_CLOCK, Clock
 from kbroker.log.partition_log import AppendResult, Log
-
-
-def _now_ms() -> int:
-    return int(time.monotonic() * 1000)
 
 
 class Partition:
     def __init__(self, topic: str, index: int, log: Log, flusher: Flusher, leader_epoch: int = 0, *,
-                 node_id: int = -1, replicas: tuple[int, ...] = (), isr: tuple[int, ...] = (), leader: int = -1) -> None:
+                 node_id: int = -1, replicas: tuple[int, ...] = (), isr: tuple[int, ...] = (), leader: int = -1,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self.topic = topic
         self.index = index
         self.log = log
@@ -41,6 +41,7 @@ class Partition:
         self.leader = leader
         self.replicas = replicas
         self.isr = isr
+        self.clock = clock
         self._flusher = flusher
         self._flushing: trio.Event | None = None  # set when the fsync under way is done
         self._flush_error: BaseException | None = None
@@ -76,7 +77,7 @@ class Partition:
 
     def _start_leading(self) -> None:
         """A new leadership: every follower has a whole replica.lag.time.max.ms from now to show up."""
-        now = _now_ms()
+        now = self.clock.monotonic_ms()
         self.follower_offsets = {}
         self._last_fetch = {}
         self.caught_up_ms = {replica: now for replica in self.replicas if replica != self.node_id}
@@ -119,8 +120,9 @@ class Partition:
         advanced.set()
 
     def follower_fetched(self, replica: int, fetch_offset: int, now_ms: int | None = None) -> None:
-        """Leader: follower ``replica`` fetches from ``fetch_offset``, so it holds everything below it."""
-        now_ms = _now_ms() if now_ms is None else now_ms
+        """Leader: follower ``replica`` fetches from ``fetch_offset``, so it holds everything below it
+        (``now_ms``: the partition's monotonic clock unless given)."""
+        now_ms = self.clock.monotonic_ms() if now_ms is None else now_ms
         # Kafka's rule: a follower fetching from the leader's end as it was at its previous fetch had
         # caught up then (under steady writes it is never at the end as it is now).
         if fetch_offset >= self.log.log_end_offset:
@@ -151,14 +153,14 @@ class Partition:
     def append(self, records, origin: AppendOrigin = AppendOrigin.CLIENT) -> AppendResult:
         """Append as leader (offsets and this leader's epoch stamped in place); followers' fetches wake.
         ``records``: bytes, or a produce's batches as kbroker/log/validator.py validated them."""
-        result = self.log.append(records, origin=origin, leader_epoch=self.leader_epoch)
+        result = self.log.append(records, origin=origin, leader_epoch=self.leader_epoch, now_ms=self.clock.wall_ms())
         self._wake_fetchers()
         self._apply_flush_policy(result)
         return result
 
     def append_replicated(self, records) -> AppendResult:
         """Append as follower: the leader's batches with their offsets and epochs."""
-        result = self.log.append(records, origin=AppendOrigin.REPLICATION)
+        result = self.log.append(records, origin=AppendOrigin.REPLICATION, now_ms=self.clock.wall_ms())
         self._apply_flush_policy(result)
         return result
 
@@ -173,9 +175,9 @@ class Partition:
         answers such an append only after its fsync, whatever the acks."""
         return self.log.recovery_point <= offset <= self._flush_policy_wanted
 
-    def flush_if_due(self, now_ms: int | None = None) -> None:
+    def flush_if_due(self) -> None:
         """flush.ms: unflushed data older than that is fsynced (Kafka's LogManager.flushDirtyLogs)."""
-        if self.log.flush_due(now_ms):
+        if self.log.flush_due(self.clock.wall_ms()):
             self.start_flush(self.log.log_end_offset - 1)
 
     def _wake_fetchers(self) -> None:

@@ -6,12 +6,10 @@ marker is appended through the log's producer state, which ends the
 transaction there (last stable offset, ``.txnindex`` for aborts), and is
 answered once fsynced. A marker on a ``__consumer_offsets`` partition also
 tells the group coordinator to make that producer's pending offsets visible,
-or to drop them.
+or to drop them. A marker's timestamp is the wall time of the clock of the partition it goes to.
 """
 
 from __future__ import annotations
-
-import time
 
 from kbroker.log.append_origin import AppendOrigin
 from kbroker.log.partition_log import ProducerStateError
@@ -27,7 +25,6 @@ async def write_markers(broker, producer_id: int, producer_epoch: int, commit: b
     kind = ControlRecordType.COMMIT if commit else ControlRecordType.ABORT
     errors: dict[tuple[str, int], int] = {}
     appended = []
-    now_ms = int(time.time() * 1000)
     for topic, index in partitions:
         image = broker.image.topics.get(topic)
         if image is None or not 0 <= index < len(image.partitions):
@@ -38,7 +35,8 @@ async def write_markers(broker, producer_id: int, producer_epoch: int, commit: b
             continue
         broker.txn_guards.end(topic, index, producer_id)  # a verification under way is stale now
         partition = broker.partition(topic, index)
-        batch = bytearray(build_control_batch(kind, producer_id, producer_epoch, coordinator_epoch, now_ms))
+        timestamp_ms = partition.clock.wall_ms()
+        batch = bytearray(build_control_batch(kind, producer_id, producer_epoch, coordinator_epoch, timestamp_ms))
         try:
             result = partition.append(batch, origin=AppendOrigin.COORDINATOR)
         except ProducerStateError as error:
