@@ -16,6 +16,7 @@ import time
 import trio
 
 from kbroker import handlers
+from kbroker.handlers.interfaces import HandlerNode
 from kbroker.handlers.leader_hints import hint_leader, node_endpoints
 from kbroker.handlers.partition_guard import guard_topic
 from kbroker.security.acls import AclOperation
@@ -37,7 +38,7 @@ _HINTED = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH, Erro
 
 
 @handlers.handles("Fetch", 4, 17)
-async def handle(broker, context, request):
+async def handle(broker: HandlerNode, context, request):
     deadline = time.monotonic() + max(0, request.max_wait_ms) / 1000
     while True:
         response, ready_bytes, partitions = _read(broker, request, context)
@@ -50,7 +51,7 @@ async def handle(broker, context, request):
             return _answered(broker, context, request, response, ready_bytes)
 
 
-def _answered(broker, context, request, response, fetched_bytes: int):
+def _answered(broker: HandlerNode, context, request, response, fetched_bytes: int):
     """A consumer's fetched bytes count against its consumer_byte_rate quota (followers have none)
     and, when the broker keeps metrics, in its bytes and records out."""
     if _replica_of(request) < 0:
@@ -75,7 +76,7 @@ def _replica_of(request) -> int:
     return request.replica_id if request.replica_id is not None else -1
 
 
-def _read(broker, request, context):
+def _read(broker: HandlerNode, request, context):
     """The response as of now, the bytes it carries and the events it could wait on."""
     version = context.api_version
     replica = _replica_of(request)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from kbroker import handlers
 from kbroker.effects import CoordinatorError
+from kbroker.handlers.interfaces import HandlerNode
 from kbroker.security.acls import AclOperation, ResourceType
 from kbroker.security.authorization import allowed
 from kbroker.wire.errors import ErrorCode
@@ -24,7 +25,7 @@ _BATCHED_FROM = 4  # v4+ asks for many keys at once (KIP-699)
 
 
 @handlers.handles("FindCoordinator", 0, 6)
-async def handle(broker, context, request):
+async def handle(broker: HandlerNode, context, request):
     keys = request.coordinator_keys if context.api_version >= _BATCHED_FROM else [request.key]
     found = [await _find(broker, context, request.key_type, key) for key in keys]
     if context.api_version >= _BATCHED_FROM:
@@ -33,7 +34,7 @@ async def handle(broker, context, request):
     return FindCoordinatorResponse(error_code=one.error_code, error_message=one.error_message, node_id=one.node_id, host=one.host, port=one.port)
 
 
-async def _find(broker, context, key_type: int, key: str) -> Coordinator:
+async def _find(broker: HandlerNode, context, key_type: int, key: str) -> Coordinator:
     if key_type not in (GROUP, TRANSACTION):
         return _refused(key, ErrorCode.INVALID_REQUEST, f"Unknown coordinator type {key_type}")
     if not key:

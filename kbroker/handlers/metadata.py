@@ -1,6 +1,7 @@
 """Metadata (3): brokers, controller and topic partitions from the current image."""
 
 from kbroker import handlers
+from kbroker.handlers.interfaces import HandlerNode
 from kbroker.security.acls import AclOperation, ResourceType
 from kbroker.security.authorization import CLUSTER, allowed, allowed_on_cluster, authorized_operations
 from kbroker.topics import TopicError, TopicRequest, validate_topic_name
@@ -33,7 +34,7 @@ def _by_id(wanted) -> bool:
     return wanted.topic_id is not None and wanted.topic_id != ZERO_UUID
 
 
-async def _auto_create(broker, context, request) -> None:
+async def _auto_create(broker: HandlerNode, context, request) -> None:
     """Create asked-for topics that do not exist, when the client, auto.create.topics.enable and the
     ACLs (CREATE on the cluster or the topic) allow it."""
     if not (request.allow_auto_topic_creation and broker.config.auto_create_topics_enable):
@@ -47,12 +48,12 @@ async def _auto_create(broker, context, request) -> None:
         await broker.auto_create(wanted)
 
 
-def _may_see(broker, context, name: str) -> bool:
+def _may_see(broker: HandlerNode, context, name: str) -> bool:
     return allowed(broker, context, AclOperation.DESCRIBE, ResourceType.TOPIC, name)
 
 
 @handlers.handles("Metadata", 0, 12)
-async def handle(broker, context, request):
+async def handle(broker: HandlerNode, context, request):
     """As Kafka's: topics the principal may not describe are left out of an all-topics answer and
     answered TOPIC_AUTHORIZATION_FAILED when asked for by name or id."""
     image = broker.image

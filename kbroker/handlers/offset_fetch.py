@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from kbroker import handlers
 from kbroker.effects import CoordinatorError
+from kbroker.handlers.interfaces import HandlerNode
 from kbroker.security.acls import AclOperation, ResourceType
 from kbroker.security.authorization import allowed, require_group
 from kbroker.wire.errors import ErrorCode
@@ -26,7 +27,7 @@ _TOPIC_IDS_FROM = 10
 
 
 @handlers.handles("OffsetFetch", 1, 10)
-async def handle(broker, context, request):
+async def handle(broker: HandlerNode, context, request):
     version = context.api_version
     if version < _GROUPS_FROM:
         wanted = None if request.topics is None else [(t.name, None, t.partition_indexes) for t in request.topics]
@@ -48,7 +49,7 @@ async def handle(broker, context, request):
     return OffsetFetchResponse(groups=groups)
 
 
-def _fetch(broker, context, group_id: str, wanted, member_id, member_epoch: int, version: int,
+def _fetch(broker: HandlerNode, context, group_id: str, wanted, member_id, member_epoch: int, version: int,
            require_stable: bool = False):
     """(group error, [(topic name, topic id, [partition fields])]) for ``wanted`` (None: every committed one
     the principal may describe; a topic asked for that it may not: TOPIC_AUTHORIZATION_FAILED)."""

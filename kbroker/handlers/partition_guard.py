@@ -24,7 +24,9 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
+from kbroker.handlers.interfaces import HandlerNode, PartitionReplica
 from kbroker.handlers.leader_hints import leader_epoch_error
+from kbroker.metadata.image import TopicImage
 from kbroker.security.acls import AclOperation, ResourceType
 from kbroker.security.authorization import allowed
 from kbroker.wire.errors import ErrorCode
@@ -34,8 +36,8 @@ from kbroker.wire.errors import ErrorCode
 class TopicGuard:
     """One topic of a request, looked up and authorized once for all the partitions it names."""
 
-    broker: object
-    topic: object | None  # the TopicImage; None when this broker knows no such topic
+    broker: HandlerNode
+    topic: TopicImage | None  # None when this broker knows no such topic
     error_code: int  # every partition's answer when not NONE: UNKNOWN_TOPIC_ID or TOPIC_AUTHORIZATION_FAILED
 
     def find(self, index: int) -> int:
@@ -47,7 +49,7 @@ class TopicGuard:
         return ErrorCode.NONE
 
     def local(self, index: int, current_leader_epoch: int | None = None, *,
-              require_leader: bool = True) -> tuple[object | None, int]:
+              require_leader: bool = True) -> tuple[PartitionReplica | None, int]:
         """Steps 4-6 for a partition :meth:`find` passed: (this broker's replica, NONE) or (None, the error).
         ``current_leader_epoch`` None or -1 asks for no epoch check; ``require_leader`` False takes a follower too."""
         state = self.topic.partitions[index]
@@ -61,7 +63,7 @@ class TopicGuard:
         return self.broker.partition(self.topic.name, index), ErrorCode.NONE
 
     def partition(self, index: int, current_leader_epoch: int | None = None, *,
-                  require_leader: bool = True) -> tuple[object | None, int]:
+                  require_leader: bool = True) -> tuple[PartitionReplica | None, int]:
         """Steps 1-6: (the partition to act on, NONE) or (None, Kafka's error code)."""
         error_code = self.find(index)
         if error_code != ErrorCode.NONE:
@@ -69,7 +71,7 @@ class TopicGuard:
         return self.local(index, current_leader_epoch, require_leader=require_leader)
 
 
-def guard_topic(broker, context, operation: AclOperation, *, name: str | None = None,
+def guard_topic(broker: HandlerNode, context, operation: AclOperation, *, name: str | None = None,
                 topic_id: uuid.UUID | None = None, authorized: bool | None = None) -> TopicGuard:
     """The topic a request names by ``name`` or by ``topic_id``, checked for ``operation`` on it.
 

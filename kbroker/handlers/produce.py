@@ -14,6 +14,7 @@ from __future__ import annotations
 import trio
 
 from kbroker import handlers
+from kbroker.handlers.interfaces import HandlerNode
 from kbroker.handlers.leader_hints import hint_leader, node_endpoints
 from kbroker.handlers.partition_guard import TopicGuard, guard_topic
 from kbroker.security.acls import AclOperation, ResourceType
@@ -35,7 +36,7 @@ _TRANSACTION_VERSION_2_FROM = 12  # the partition adds itself to the producer's 
 
 
 @handlers.handles("Produce", 0, 12)
-async def handle(broker, context, request):
+async def handle(broker: HandlerNode, context, request):
     version = context.api_version
     topics = []
     durable_waits = []
@@ -95,7 +96,7 @@ async def _wait_flushed(flushing) -> None:
             result.error_code = ErrorCode.KAFKA_STORAGE_ERROR
 
 
-def _partition_to_append(broker, request, guard: TopicGuard, index: int, result, leaders: set[int]):
+def _partition_to_append(broker: HandlerNode, request, guard: TopicGuard, index: int, result, leaders: set[int]):
     """The partition to append to, or None with ``result.error_code`` set. Kafka's order: the topic's
     authorization and existence (KafkaApis.handleProduceRequest), the acks (ReplicaManager.appendRecords),
     then leadership and the ISR's size (Partition.appendRecordsToLeader)."""
@@ -115,8 +116,8 @@ def _partition_to_append(broker, request, guard: TopicGuard, index: int, result,
     return partition
 
 
-async def _join_transaction(broker, transactional_id: str | None, partition, produced: ProducedBatches,
-                            version: int):
+async def _join_transaction(broker: HandlerNode, transactional_id: str | None, partition,
+                            produced: ProducedBatches, version: int):
     """For a transactional batch, before it is validated (Kafka's order): a transaction version 2 client's
     partition joins its transaction (KIP-890 part 2), and what a remote coordinator knows is asked.
     None for any other batch, a batch whose header does not parse included."""
@@ -132,8 +133,8 @@ async def _join_transaction(broker, transactional_id: str | None, partition, pro
                                         add=add)
 
 
-def _append(broker, transactional_id: str | None, partition, produced: ProducedBatches, result, version: int,
-            remote=None) -> int | None:
+def _append(broker: HandlerNode, transactional_id: str | None, partition, produced: ProducedBatches, result,
+            version: int, remote=None) -> int | None:
     """Append one partition's batch; the last offset written, or None with the error set in ``result``."""
     log = partition.log
     try:
