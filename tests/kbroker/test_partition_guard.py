@@ -10,68 +10,31 @@ import trio
 
 from kbroker.handlers import describe_producers, fetch, list_offsets, produce
 from kbroker.handlers.partition_guard import guard_topic
-from kbroker.metadata.image import MetadataImage, PartitionState, TopicImage
+from kbroker.metadata.image import PartitionState, TopicImage
 from kbroker.security.acls import AclOperation, ResourceType
-from kbroker.server import RequestContext
 from kbroker.wire.errors import ErrorCode
-from kbroker.wire.frame import RequestHeader
 from kbroker.wire.schema import API_BY_NAME
+from tests.kbroker.in_memory_parts import THIS_NODE, MemoryNode, context
 
-THIS_NODE = 1
 LEADER_EPOCH = 5
 TOPIC_ID = uuid.UUID(int=7)
 
 
-class Authorization:
-    """Allows everything but what is refused: topic names, and "cluster" for the cluster's ACLs."""
-
-    enabled = True
-
-    def __init__(self, refused=()):
-        self.refused = set(refused)
-        self.asked: list[tuple[AclOperation, ResourceType, str]] = []
-
-    def authorizer(self, acls):
-        return self
-
-    def authorize(self, principal, host, operation, resource_type, name):
-        self.asked.append((operation, resource_type, name))
-        return ("cluster" if resource_type == ResourceType.CLUSTER else name) not in self.refused
-
-
-class Broker:
-    """The parts of a broker the guard and these handlers read: an image, a node id, ACLs, replicas."""
-
-    def __init__(self, refused=()):
-        partitions = (
-            PartitionState(0, leader=THIS_NODE, leader_epoch=LEADER_EPOCH, replicas=(1, 2), isr=(1, 2)),
-            PartitionState(1, leader=2, leader_epoch=LEADER_EPOCH, replicas=(2, 1), isr=(2, 1)),  # a follower here
-            PartitionState(2, leader=2, leader_epoch=LEADER_EPOCH, replicas=(2, 3), isr=(2, 3)),  # no replica here
-        )
-        topic = TopicImage("events", TOPIC_ID, partitions)
-        self.image = MetadataImage("cluster", 1, topics={"events": topic}, topic_names={TOPIC_ID: "events"})
-        self.node_id = THIS_NODE
-        self.authorization = Authorization(refused)
-        self.metrics = None
-
-    def leads(self, topic, index):
-        return topic.partitions[index].leader == self.node_id
-
-    def partition(self, topic, index):
-        assert self.node_id in self.image.topics[topic].partitions[index].replicas, "only replicas here are opened"
-        return SimpleNamespace(topic=topic, index=index)
-
-    def min_insync_replicas(self, topic):
-        return 1
-
-
-def context(api_name="Metadata", version=0):
-    return RequestContext(RequestHeader(API_BY_NAME[api_name].key, version, 1, "test"), "127.0.0.1")
+def events_node(refused=()) -> MemoryNode:
+    """A broker with one topic: partition 0 led here, 1 followed here, 2 with no replica here; the replicas
+    it opens are names only (the guard hands them over, these tests look no further)."""
+    partitions = (
+        PartitionState(0, leader=THIS_NODE, leader_epoch=LEADER_EPOCH, replicas=(1, 2), isr=(1, 2)),
+        PartitionState(1, leader=2, leader_epoch=LEADER_EPOCH, replicas=(2, 1), isr=(2, 1)),  # a follower here
+        PartitionState(2, leader=2, leader_epoch=LEADER_EPOCH, replicas=(2, 3), isr=(2, 3)),  # no replica here
+    )
+    return MemoryNode(TopicImage("events", TOPIC_ID, partitions), refused=refused,
+                      open_replica=lambda topic, index, state, node_id: SimpleNamespace(topic=topic, index=index))
 
 
 def guarded(broker=None, name="events", index=0, epoch=None, **options):
     require_leader = options.pop("require_leader", True)
-    guard = guard_topic(broker or Broker(), context(), AclOperation.READ, name=name, **options)
+    guard = guard_topic(broker or events_node(), context(), AclOperation.READ, name=name, **options)
     return guard.partition(index, epoch, require_leader=require_leader)
 
 
@@ -83,7 +46,7 @@ def test_the_leader_s_partition_at_its_epoch_or_without_one():
 
 def test_authorization_comes_before_the_topic_is_looked_up():
     """KafkaApis authorizes first: a refused principal learns nothing of which topics exist."""
-    broker = Broker(refused={"events", "missing"})
+    broker = events_node(refused={"events", "missing"})
     assert guarded(broker) == (None, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     assert guarded(broker, name="missing") == (None, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     assert guarded(broker, index=2, epoch=0) == (None, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
@@ -97,19 +60,19 @@ def test_an_unknown_topic_or_partition(name, index):
 
 def test_an_unknown_topic_id_is_told_before_authorization():
     """A topic id names no topic to authorize (KafkaApis.handleFetchRequest: UNKNOWN_TOPIC_ID first)."""
-    broker = Broker(refused={"events"})
+    broker = events_node(refused={"events"})
     assert guarded(broker, name=None, topic_id=uuid.UUID(int=8)) == (None, ErrorCode.UNKNOWN_TOPIC_ID)
     assert broker.authorization.asked == []
     assert guarded(broker, name=None, topic_id=TOPIC_ID) == (None, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-    assert guarded(Broker(), name=None, topic_id=TOPIC_ID, index=3) == (None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    assert guarded(events_node(), name=None, topic_id=TOPIC_ID, index=3) == (None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
 
 
 def test_a_cluster_decision_stands_for_the_topic_s_acl():
     """A follower's CLUSTER_ACTION: granted, no topic ACL is asked; refused, every topic is refused, known or not."""
-    broker = Broker(refused={"events"})
+    broker = events_node(refused={"events"})
     assert guarded(broker, authorized=True)[1] == ErrorCode.NONE and broker.authorization.asked == []
-    assert guarded(Broker(), authorized=False) == (None, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-    assert guarded(Broker(), name=None, topic_id=uuid.UUID(int=8), authorized=False) == (
+    assert guarded(events_node(), authorized=False) == (None, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    assert guarded(events_node(), name=None, topic_id=uuid.UUID(int=8), authorized=False) == (
         None, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
 
 
@@ -135,7 +98,7 @@ def test_a_follower_serves_only_what_does_not_need_the_leader():
 
 
 def test_find_stops_before_the_replica():
-    guard = guard_topic(Broker(), context(), AclOperation.WRITE, name="events")
+    guard = guard_topic(events_node(), context(), AclOperation.WRITE, name="events")
     assert [guard.find(index) for index in (0, 1, 2, 3)] == [ErrorCode.NONE] * 3 + [ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
     assert guard.local(2) == (None, ErrorCode.NOT_LEADER_OR_FOLLOWER)
 
@@ -149,7 +112,7 @@ def test_list_offsets_on_a_follower_with_a_stale_epoch_is_fenced():
     request = request_class(replica_id=-1, isolation_level=0, topics=[topic(name="events", partitions=[
         topic.ListOffsetsPartition(partition_index=1, current_leader_epoch=epoch, timestamp=-1)
         for epoch in (LEADER_EPOCH - 1, LEADER_EPOCH + 1, LEADER_EPOCH)])])
-    response = trio.run(list_offsets.handle, Broker(), context("ListOffsets", 7), request)
+    response = trio.run(list_offsets.handle, events_node(), context("ListOffsets", 7), request)
     assert [p.error_code for p in response.topics[0].partitions] == [
         ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.NOT_LEADER_OR_FOLLOWER]
 
@@ -161,7 +124,7 @@ def test_produce_with_bad_acks_to_an_unknown_topic_is_told_the_topic_is_unknown(
     request = request_class(acks=2, timeout_ms=1000, topic_data=[
         data(name=name, partition_data=[data.PartitionProduceData(index=index, records=b"")])
         for name, index in (("missing", 0), ("events", 9), ("events", 0), ("events", 2), ("refused", 0))])
-    response = trio.run(produce.handle, Broker(refused={"refused"}), context("Produce", 9), request)
+    response = trio.run(produce.handle, events_node(refused={"refused"}), context("Produce", 9), request)
     assert [t.partition_responses[0].error_code for t in response.responses] == [
         ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.INVALID_REQUIRED_ACKS,
         ErrorCode.INVALID_REQUIRED_ACKS, ErrorCode.TOPIC_AUTHORIZATION_FAILED]
@@ -174,7 +137,7 @@ def test_a_refused_follower_fetch_is_refused_for_an_unknown_topic_id_too():
     request = request_class(replica_id=2, max_wait_ms=0, min_bytes=1, max_bytes=1024, isolation_level=0, topics=[
         topic(topic_id=topic_id, partitions=[topic.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1024)])
         for topic_id in (uuid.UUID(int=8), TOPIC_ID)])
-    response = trio.run(fetch.handle, Broker(refused={"cluster"}), context("Fetch", 13), request)
+    response = trio.run(fetch.handle, events_node(refused={"cluster"}), context("Fetch", 13), request)
     assert [t.partitions[0].error_code for t in response.responses] == [ErrorCode.TOPIC_AUTHORIZATION_FAILED] * 2
 
 
@@ -182,6 +145,6 @@ def test_describe_producers_of_a_partition_without_a_replica_here():
     """ReplicaManager.activeProducerState: NOT_LEADER_OR_FOLLOWER (this broker used to fail on the missing log)."""
     request_class = API_BY_NAME["DescribeProducers"].request_class
     request = request_class(topics=[request_class.TopicRequest(name="events", partition_indexes=[2, 3])])
-    response = trio.run(describe_producers.handle, Broker(), context("DescribeProducers", 0), request)
+    response = trio.run(describe_producers.handle, events_node(), context("DescribeProducers", 0), request)
     assert [p.error_code for p in response.topics[0].partitions] == [
         ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]

@@ -1,0 +1,127 @@
+"""A broker's parts in memory, for calling handlers directly: no Broker, no listener, no socket.
+
+``MemoryNode`` is kbroker/handlers/interfaces.py's HandlerNode as far as the handlers under test read it
+(and the ``serving`` a GroupShell asks): an image, this node's id, ACLs that refuse what they are told to,
+its replicas opened on first use, no quotas and no metrics. Replicas are what ``open_replica`` makes:
+``replicas_on_disk`` gives real partitions (kbroker/replication/replica.py) over real logs in a directory,
+whose fsyncs a ``MemoryFlusher`` runs in the test's own thread, at once or when the test says.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+
+from kbroker.config import BrokerConfig
+from kbroker.log.partition_log import Log
+from kbroker.metadata.image import BrokerEndpoint, MetadataImage, PartitionState, TopicImage
+from kbroker.replication.replica import Partition
+from kbroker.security.acls import ResourceType
+from kbroker.server import RequestContext
+from kbroker.wire.frame import RequestHeader
+from kbroker.wire.schema import API_BY_NAME
+
+THIS_NODE = 1
+HOST, PORT = "127.0.0.1", 9092  # where the image says this node listens (nothing does)
+
+
+def context(api_name: str = "Metadata", version: int = 0) -> RequestContext:
+    """A request's context as a PLAINTEXT listener makes it, for an anonymous client."""
+    return RequestContext(RequestHeader(API_BY_NAME[api_name].key, version, 1, "test"), "127.0.0.1")
+
+
+def topic_led_here(name: str, partitions: int = 1, topic_id: uuid.UUID | None = None, **configs) -> TopicImage:
+    """A topic whose every partition has this node as its only replica and leader, at leader epoch 0."""
+    states = tuple(PartitionState(index, leader=THIS_NODE, leader_epoch=0, replicas=(THIS_NODE,), isr=(THIS_NODE,))
+                   for index in range(partitions))
+    return TopicImage(name, topic_id or uuid.uuid4(), states, dict(configs))
+
+
+class RefusingAuthorization:
+    """An authorizer that allows everything but what is refused: topic or group names, and "cluster" for
+    the cluster's ACLs. ``asked`` lists every question, in order."""
+
+    enabled = True
+
+    def __init__(self, refused=()) -> None:
+        self.refused = set(refused)
+        self.asked: list[tuple] = []
+
+    def authorizer(self, acls):
+        return self
+
+    def authorize(self, principal, host, operation, resource_type, name) -> bool:
+        self.asked.append((operation, resource_type, name))
+        return ("cluster" if resource_type == ResourceType.CLUSTER else name) not in self.refused
+
+
+class MemoryFlusher:
+    """kbroker/replication/flusher.py's Flusher in the test's thread: each fsync runs as it is submitted,
+    or, while ``held``, when ``release()`` is called."""
+
+    def __init__(self) -> None:
+        self.held = False
+        self.pending: list = []
+
+    def submit(self, job, done) -> None:
+        self.pending.append((job, done))
+        if not self.held:
+            self.release()
+
+    def release(self) -> None:
+        self.held = False
+        while self.pending:  # a flush done may ask for the next
+            job, done = self.pending.pop(0)
+            job.run()
+            done(job, None)
+
+
+def replicas_on_disk(directory, flusher: MemoryFlusher) -> Callable:
+    """``open_replica`` for a MemoryNode: a real Partition over a real Log under ``directory``."""
+
+    def open_replica(topic: str, index: int, state: PartitionState, node_id: int) -> Partition:
+        log = Log.open(str(directory / f"{topic}-{index}"))
+        return Partition(topic, index, log, flusher, state.leader_epoch, node_id=node_id, replicas=state.replicas,
+                         isr=state.isr, leader=state.leader)
+
+    return open_replica
+
+
+class MemoryNode:
+    """The parts of a broker its handlers read, in memory."""
+
+    forwards = True  # a broker's: metadata changes would go to the controller
+    serving = True  # what the coordinator runtime asks before it loads its partitions
+    quotas = None
+    metrics = None
+    isr = None
+
+    def __init__(self, *topics: TopicImage, refused=(), open_replica: Callable | None = None,
+                 settings: dict | None = None, node_id: int = THIS_NODE) -> None:
+        self.node_id = node_id
+        self.config = BrokerConfig.from_mapping(settings or {})
+        self.image = MetadataImage("in-memory", node_id, brokers=(BrokerEndpoint(node_id, HOST, PORT),),
+                                   topics={topic.name: topic for topic in topics},
+                                   topic_names={topic.topic_id: topic.name for topic in topics})
+        self.authorization = RefusingAuthorization(refused)
+        self.open_replica = open_replica
+        self.replicas: dict[tuple[str, int], object] = {}
+        self.auto_created: list[str] = []  # the topics auto_create was asked for
+        self.groups = None  # a GroupShell, where a test makes one over this node
+
+    def leads(self, topic: TopicImage, index: int) -> bool:
+        return topic.partitions[index].leader == self.node_id
+
+    def min_insync_replicas(self, topic: TopicImage) -> int:
+        return int(topic.configs.get("min.insync.replicas") or self.config.get("min.insync.replicas"))
+
+    def partition(self, topic: str, index: int):
+        state = self.image.topics[topic].partitions[index]
+        assert self.node_id in state.replicas, "a broker opens only the replicas the image places on it"
+        if (topic, index) not in self.replicas:
+            self.replicas[(topic, index)] = self.open_replica(topic, index, state, self.node_id)
+        return self.replicas[(topic, index)]
+
+    async def auto_create(self, wanted) -> None:
+        """Noted, never made: the image does not change, as while a controller has not answered yet."""
+        self.auto_created.extend(request.name for request in wanted)
