@@ -164,7 +164,7 @@ class Broker:
                                          session_timeout_ms=self.config.get("broker.session.timeout.ms"))
         self._take_dynamic_configs()
         self.log_defaults = self.config.log_config()
-        self.maintenance = LogMaintenance(self.logs, self.config)
+        self.maintenance = LogMaintenance(self.logs, self.config, clock)
         self.metrics = None  # kbroker.metrics.BrokerMetrics, made by run() when metrics.port is set
         self.metrics_port: int | None = None
         self.authorization = Authorization(self.config)  # ACLs, when authorizer.class.name names ours
@@ -185,7 +185,7 @@ class Broker:
         self.flusher: Flusher | None = None  # started by run()
         self.producer_ids = ProducerIdBlock()
         self.fetchers = ReplicaFetchers(self)
-        self.isr = IsrManager(self)
+        self.isr = IsrManager(self, clock)
         self.txn_guards = VerificationGuards()  # partitions verified with a coordinator elsewhere (KIP-890)
         self.groups = GroupShell(self, clock)
         self.transactions = TxnShell(self, clock)
@@ -385,7 +385,7 @@ class Broker:
             state = self.image.topics[topic].partitions[index]
             partition = self._partitions[key] = Partition(
                 topic, index, self.logs.logs[key], self.flusher, state.leader_epoch, node_id=self.node_id,
-                replicas=state.replicas, isr=state.isr, leader=state.leader)
+                replicas=state.replicas, isr=state.isr, leader=state.leader, clock=self.clock)
         return partition
 
     def replicas(self) -> list[Partition]:
