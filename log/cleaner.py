@@ -400,7 +400,7 @@ class _GroupCleaner:
         replacement.max_timestamp = cleaned.max_timestamp
         replacement.offset_of_max_timestamp = cleaned.offset_of_max_timestamp
         replacement.first_batch_timestamp = cleaned.first_batch_timestamp
-        log.replace_segments([segment.base_offset for segment in group], [replacement])
+        log.replace_segments([segment.base_offset for segment in group], [replacement], self.now_ms)
         self.result.replaced.append(([segment.base_offset for segment in group], base_offset))
 
     def _clean_segment_into(self, segment: LogSegment, cleaned: LogSegment, last_of_group: bool) -> None:

@@ -174,7 +174,7 @@ class Log:
         """
         log = cls(directory, config or LogConfig())
         now_ms = _now_ms() if now_ms is None else now_ms
-        log._active_created_ms = now_ms
+        log._active_created_ms = log._last_flush_ms = now_ms
         log._roll_jitter_ms = log._draw_roll_jitter()
         if _make_directory(directory):
             # A directory made just now holds nothing to scan, recover or replay: creating
@@ -582,7 +582,7 @@ class Log:
         self.close_retired(now_ms)
         return deleted
 
-    def replace_segments(self, old_base_offsets, new_segments: list[LogSegment]) -> None:
+    def replace_segments(self, old_base_offsets, new_segments: list[LogSegment], now_ms: int | None = None) -> None:
         """Put ``new_segments`` in place of the consecutive closed segments at ``old_base_offsets``.
 
         Compaction's swap, once the files are in place. The replaced segments'
@@ -596,7 +596,7 @@ class Log:
         new = sorted(new_segments, key=lambda segment: segment.base_offset)
         if new and (new[0].base_offset < old[0] or new[-1].base_offset >= self._base_offsets[last]):
             raise ValueError(f"segments at {[segment.base_offset for segment in new]} do not fit in place of {old}")
-        deadline = _now_ms() + self.config.file_delete_delay_ms
+        deadline = (_now_ms() if now_ms is None else now_ms) + self.config.file_delete_delay_ms
         self._retired.extend((deadline, segment) for segment in self.segments[first:last])
         self._forget_unsynced_indexes(self.segments[first:last])
         self.segments[first:last] = new
@@ -637,7 +637,7 @@ class Log:
             tuple(self._unsynced_indexes),
         )
 
-    def complete_flush(self, job: FlushJob) -> None:
+    def complete_flush(self, job: FlushJob, now_ms: int | None = None) -> None:
         # An fsync that ran across a truncation may have synced bytes that are gone
         # and missed ones appended in their place: it proves nothing.
         if job.truncations == self._truncations and job.target_offset > self.recovery_point:
@@ -646,7 +646,7 @@ class Log:
             self.leader_epochs.synced(job.epoch_writes)
         del self._unsynced_snapshots[:len(job.snapshots)]
         self._unsynced_indexes = [segment for segment in self._unsynced_indexes if segment not in job.rolled]
-        self._last_flush_ms = _now_ms()
+        self._last_flush_ms = _now_ms() if now_ms is None else now_ms  # flush.ms counts from here
 
     def flush(self) -> None:
         """fsync here and now (the owner's thread blocks)."""

@@ -16,7 +16,7 @@ controller (kbroker/replication/isr.py); the image then says what the ISR is.
 
 Time comes from the ``Clock`` it is given (kbroker/log/clock.py): its monotonic reading for when
 followers last caught up (the ISR manager must read the same clock), its wall reading for what the
-log stamps and compares (LogAppendTime, segment.ms, flush.ms against the log's last flush).
+log stamps and compares (LogAppendTime, segment.ms, flush.ms from its last flush).
 """
 
 from __future__ import annotations
@@ -216,7 +216,7 @@ class Partition:
         """The flusher's report, in the trio thread (so it lands even if every waiter was cancelled)."""
         self._flush_error = error
         if error is None:
-            self.log.complete_flush(job)
+            self.log.complete_flush(job, now_ms=self.clock.wall_ms())
         flushing, self._flushing = self._flushing, None
         # What was asked for meanwhile (and still exists: a truncation may have cut it) goes next.
         wanted = min(self._wanted, self.log.log_end_offset - 1)

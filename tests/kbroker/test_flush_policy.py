@@ -8,6 +8,7 @@ import threading
 import pytest
 import trio
 
+from kbroker.log.clock import FakeClock
 from kbroker.log.config import LogConfig
 from kbroker.log.partition_log import FlushJob, Log
 from kbroker.replication.flusher import Flusher, flush_dirty_logs
@@ -25,9 +26,10 @@ def batch(count: int = 1) -> bytearray:
     return bytearray(build_batch([Record(offset_delta=i, value=b"v") for i in range(count)]))
 
 
-def partition_of(tmp_path, flusher: Flusher, **config) -> Partition:
-    log = Log.open(str(tmp_path / "p-0"), LogConfig(**config))
-    return Partition("p", 0, log, flusher, 0, node_id=1, replicas=(1,), isr=(1,), leader=1)
+def partition_of(tmp_path, flusher: Flusher, clock: FakeClock | None = None, **config) -> Partition:
+    clock = clock or FakeClock()
+    log = Log.open(str(tmp_path / "p-0"), LogConfig(**config), now_ms=clock.wall_ms())
+    return Partition("p", 0, log, flusher, 0, node_id=1, replicas=(1,), isr=(1,), leader=1, clock=clock)
 
 
 @pytest.fixture
@@ -62,15 +64,35 @@ def test_an_append_reaching_flush_messages_asks_for_a_flush_and_makes_none_itsel
 
 
 def test_flush_ms_says_when_unflushed_data_is_due(tmp_path):
-    log = Log.open(str(tmp_path / "p-0"), LogConfig(flush_ms=60_000))
-    now_ms = log._last_flush_ms
+    now_ms = 1_700_000_000_000
+    log = Log.open(str(tmp_path / "p-0"), LogConfig(flush_ms=60_000), now_ms=now_ms)  # counted from the opening
     assert not log.flush_due(now_ms + 120_000)  # nothing unflushed
     log.append(batch(1))
     assert not log.flush_due(now_ms + 59_999)
     assert log.flush_due(now_ms + 60_000)
-    log.flush()
-    assert not log.flush_due(now_ms + 120_000)
+    job = log.begin_flush()
+    job.run()
+    log.complete_flush(job, now_ms + 60_000)
+    assert not log.flush_due(now_ms + 120_000)  # nothing unflushed
+    log.append(batch(1))
+    assert not log.flush_due(now_ms + 119_999)  # counted from the last flush
+    assert log.flush_due(now_ms + 120_000)
     log.close()
+
+
+@pytest.mark.trio
+async def test_flush_ms_counts_on_the_partitions_clock(tmp_path):
+    flusher, clock = Flusher(), FakeClock()
+    partition = partition_of(tmp_path, flusher, clock, flush_ms=60_000)
+    for expected_end in (2, 3):  # from the log's opening, then from the flush before
+        partition.append(batch(expected_end - partition.log.log_end_offset))
+        clock.advance(59_999)
+        partition.flush_if_due()
+        assert partition._flushing is None  # not due yet: no fsync started
+        clock.advance(1)
+        partition.flush_if_due()
+        await wait_recovery_point(partition, expected_end)
+    flusher.stop()
 
 
 @pytest.mark.trio

@@ -1,5 +1,6 @@
 """Compaction: the latest record per key at its original offset, tombstones, transactions, crash-safe swaps."""
 
+import errno
 import os
 import random
 import shutil
@@ -124,6 +125,24 @@ def test_reading_a_compacted_away_offset_returns_the_next_batch(tmp_path):
     assert [record[:3] for record in read_records(log)] == [(9, b"same", b"v9"), (10, b"other", b"x")]
     header, _ = decode_records(log.read_bytes(3, 1))
     assert header.last_offset >= 3 and header.base_offset <= 9
+
+
+def test_a_region_read_before_a_clean_outlives_it_until_the_delete_delay_on_the_cleaners_clock(tmp_path):
+    log = Log.open(str(tmp_path / "t-0"), compacted(segment_bytes=200, file_delete_delay_ms=60_000), now_ms=0)
+    for index in range(10):
+        append(log, [(b"same", b"v%d" % index)])
+    append(log, [(b"other", b"x")])
+    log.roll(now_ms=0)
+    region = log.read(0, 10_000)
+    expected = region.read()
+    assert clean(log, now_ms=1_000).replaced
+    log.close_retired(now_ms=60_999)
+    assert region.read() == expected  # handed out before the swap: still readable
+    log.close_retired(now_ms=61_000)
+    with pytest.raises(OSError) as closed:
+        os.fstat(region.fd)
+    assert closed.value.errno == errno.EBADF
+    log.close()
 
 
 def test_tombstones_stay_for_delete_retention_after_the_first_clean_then_go(tmp_path):
