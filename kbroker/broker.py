@@ -137,7 +137,7 @@ class Broker:
         # (kbroker/config/dynamic.py), set once the image is read below.
         self.static_config = self.config = config or BrokerConfig.load()
         self.config_layers = ConfigLayers(self.static_config)
-        self.logs = LogManager(settings.data_dir)
+        self.logs = LogManager(settings.data_dir, clock)
         # This process's member of the metadata quorum: a Controller or a QuorumObserver, given by the
         # kbroker command in a cluster; alone, the sole voter of a quorum of one, made here.
         self.alone = quorum is None
@@ -189,7 +189,6 @@ class Broker:
         self.txn_guards = VerificationGuards()  # partitions verified with a coordinator elsewhere (KIP-890)
         self.groups = GroupShell(self, clock)
         self.transactions = TxnShell(self, clock)
-        self.write_lock = trio.Lock()  # admin changes are planned and committed one at a time
         self._checkpoint_lock = trio.Lock()  # checkpoint files are written one at a time, in order
         for topic in self.image.topics.values():
             self._open_logs(topic)

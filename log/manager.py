@@ -23,6 +23,7 @@ from kbroker.log.checkpoint import (
     OffsetCheckpointFile,
     PartitionMetadataFile,
 )
+from kbroker.log.clock import SYSTEM_CLOCK, Clock
 from kbroker.log.config import LogConfig
 from kbroker.log.partition_log import Log
 
@@ -44,8 +45,9 @@ def parse_partition_directory_name(name: str) -> TopicPartition | None:
 
 
 class LogManager:
-    def __init__(self, log_dir: str) -> None:
+    def __init__(self, log_dir: str, clock: Clock = SYSTEM_CLOCK) -> None:
         self.log_dir = log_dir
+        self.clock = clock  # the time logs are opened at (their segment.ms and flush.ms count from it)
         os.makedirs(log_dir, exist_ok=True)
         self._recovery_points = OffsetCheckpointFile(os.path.join(log_dir, RECOVERY_POINT_CHECKPOINT))
         self._log_starts = OffsetCheckpointFile(os.path.join(log_dir, LOG_START_OFFSET_CHECKPOINT))
@@ -88,6 +90,7 @@ class LogManager:
             config,
             recovery_point=self._checkpoint_values()[0].get(key, 0),
             log_start_offset=self._checkpoint_values()[1].get(key, 0),
+            now_ms=self.clock.wall_ms(),
         )
         metadata = PartitionMetadataFile(os.path.join(directory, PARTITION_METADATA))
         if topic_id is not None and (log.created or metadata.read() != topic_id):

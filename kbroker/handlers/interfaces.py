@@ -26,6 +26,7 @@ from kbroker.controller.channel import ControllerChannel
 from kbroker.group.shell import GroupShell
 from kbroker.log.append_origin import AppendOrigin
 from kbroker.log.manager import LogManager
+from kbroker.log.clock import Clock
 from kbroker.log.partition_log import AppendResult, Log
 from kbroker.log.validator import ValidatedBatches
 from kbroker.metadata.image import MetadataImage, TopicImage
@@ -89,6 +90,9 @@ class PartitionReplica(Protocol):
 
     @property
     def log(self) -> Log: ...
+
+    @property
+    def clock(self) -> Clock: ...
 
     @property
     def leader_epoch(self) -> int: ...

@@ -138,7 +138,8 @@ def _append(broker: HandlerNode, transactional_id: str | None, partition, produc
     """Append one partition's batch; the last offset written, or None with the error set in ``result``."""
     log = partition.log
     try:
-        validated = validate_produce(produced, log.config, partition.topic, partition.index, version)
+        validated = validate_produce(produced, log.config, partition.topic, partition.index, version,
+                                     partition.clock.wall_ms())
     except BatchRefused as refusal:
         _refuse(result, refusal)
         return None
