@@ -10,9 +10,14 @@ whose fsyncs a ``MemoryFlusher`` runs in the test's own thread, at once or when 
 from __future__ import annotations
 
 import uuid
+import errno
 from collections.abc import Callable
 
+import trio
+import trio.testing
+
 from kbroker.config import BrokerConfig
+from kbroker.handlers import Deferred
 from kbroker.log.partition_log import Log
 from kbroker.metadata.image import BrokerEndpoint, MetadataImage, PartitionState, TopicImage
 from kbroker.replication.replica import Partition
@@ -57,10 +62,12 @@ class RefusingAuthorization:
 
 class MemoryFlusher:
     """kbroker/replication/flusher.py's Flusher in the test's thread: each fsync runs as it is submitted,
-    or, while ``held``, when ``release()`` is called."""
+    or, while ``held``, when ``release()`` is called. While ``failing`` is set, each fsync reports that
+    error instead of running (as an fsync returning EIO)."""
 
     def __init__(self) -> None:
         self.held = False
+        self.failing: OSError | None = None
         self.pending: list = []
 
     def submit(self, job, done) -> None:
@@ -72,8 +79,59 @@ class MemoryFlusher:
         self.held = False
         while self.pending:  # a flush done may ask for the next
             job, done = self.pending.pop(0)
+            if self.failing is not None:  # reported from the trio loop, as the flusher thread's reports come
+                trio.lowlevel.current_trio_token().run_sync_soon(done, job, self.failing)
+                continue
             job.run()
             done(job, None)
+
+
+class FailingAppends:
+    """A partition whose appends raise ``failing`` while it is set (after ``appends_before_failing`` more),
+    writing nothing, as a full disk's would; in all else the partition it wraps."""
+
+    def __init__(self, partition) -> None:
+        self.partition = partition
+        self.failing: OSError | None = None
+        self.appends_before_failing = 0
+
+    def append(self, records, **origin):
+        if self.failing is not None:
+            if self.appends_before_failing <= 0:
+                raise self.failing
+            self.appends_before_failing -= 1
+        return self.partition.append(records, **origin)
+
+    def __getattr__(self, name: str):
+        return getattr(self.partition, name)
+
+
+FULL_DISK = OSError(errno.ENOSPC, "No space left on device")
+FSYNC_FAILED = OSError(errno.EIO, "Input/output error")
+
+
+def fail_writes(node, flusher: MemoryFlusher, topic: str, how: str | None) -> None:
+    """From now on, the appends to ``topic``-0 (a FailingAppends) fail ("append"), or every fsync ("fsync"),
+    or neither (None)."""
+    node.partition(topic, 0).failing = FULL_DISK if how == "append" else None
+    flusher.failing = FSYNC_FAILED if how == "fsync" else None
+
+
+async def running(shell, nursery):
+    """``shell`` (a coordinator runtime) started in ``nursery`` and done loading its one partition."""
+    await nursery.start(shell.run)
+    await trio.testing.wait_all_tasks_blocked()
+    assert shell.coordinator.loaded == {0}
+    return shell
+
+
+async def answer_of(handler, node, api_name: str, version: int, request):
+    """A handler's answer to ``request``, once it is ready to be sent (a Deferred's, once ready)."""
+    answer = await handler.handle(node, context(api_name, version), request)
+    if isinstance(answer, Deferred):
+        await answer.ready()
+        return answer.response
+    return answer
 
 
 def replicas_on_disk(directory, flusher: MemoryFlusher) -> Callable:
