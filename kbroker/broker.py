@@ -181,6 +181,7 @@ class Broker:
         self.ports: dict[str, int] = {}  # listener name -> the port it is bound to, once serving
         self.port: int | None = None  # the first listener's
         self._partitions: dict[tuple[str, int], Partition] = {}
+        self.log_dir_offline: BaseException | None = None  # why the data directory went offline (storage_failed)
         self._nursery: trio.Nursery | None = None
         self.flusher: Flusher | None = None  # started by run()
         self.producer_ids = ProducerIdBlock()
@@ -384,8 +385,30 @@ class Broker:
             state = self.image.topics[topic].partitions[index]
             partition = self._partitions[key] = Partition(
                 topic, index, self.logs.logs[key], self.flusher, state.leader_epoch, node_id=self.node_id,
-                replicas=state.replicas, isr=state.isr, leader=state.leader, clock=self.clock)
+                replicas=state.replicas, isr=state.isr, leader=state.leader, clock=self.clock,
+                on_storage_failure=self.storage_failed)
+            if self.log_dir_offline is not None:
+                partition.go_offline(self.log_dir_offline)
         return partition
+
+    def storage_failed(self, error: BaseException) -> None:
+        """An fsync in the data directory failed: the directory goes offline for good, as Kafka's
+        LogDirFailureChannel takes a log directory offline. Every partition on it answers
+        KAFKA_STORAGE_ERROR (kbroker/handlers/partition_guard.py), what waits for durability gets
+        LogDirOffline (kbroker/replication/replica.py), and nothing is fsynced again: a retried fsync
+        could succeed over pages the kernel dropped. The process stays up (its metadata, on the quorum's
+        own log, still answers); in a cluster it asks the controller to fence it, which moves its
+        leaderships to other in-sync replicas (kbroker/lifecycle.py). A restart, which recovers the
+        logs from what is on disk, brings the directory back."""
+        if self.log_dir_offline is not None:
+            return
+        self.log_dir_offline = error
+        logger.error("log directory %s is offline: %s; its partitions answer KAFKA_STORAGE_ERROR until the broker "
+                     "restarts", self.settings.data_dir, error)
+        for partition in self.replicas():
+            partition.go_offline(error)
+        if not self.alone:  # alone there is no other replica to lead: clients are told KAFKA_STORAGE_ERROR
+            self.lifecycle.storage_offline()
 
     def replicas(self) -> list[Partition]:
         """Every partition replica opened on this broker so far (a copy: safe to iterate across awaits)."""
@@ -490,6 +513,8 @@ class Broker:
         """/ready: every listener open and, in a cluster, registered with the quorum and unfenced."""
         if len(self.ports) < len(self.settings.listeners):
             return False, "starting: listeners not open yet"
+        if self.log_dir_offline is not None:
+            return False, f"log directory offline: {self.log_dir_offline}"
         if self.lifecycle.fenced or self.lifecycle.lease_expired:
             return False, "fenced: not registered, not caught up with the metadata, or cut off from the controller"
         return True, "ready"

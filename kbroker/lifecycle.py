@@ -7,6 +7,16 @@ registration. A heartbeat refused for a stale epoch or an unknown id means the
 controller forgot this incarnation (its session expired and it re-registered,
 say): it registers again. At shutdown it asks to be fenced first, so that its
 partitions get other leaders before it goes (controlled shutdown).
+
+When its log directory goes offline (an fsync failed: kbroker/broker.py storage_failed) the broker asks
+to be fenced, and keeps asking in every heartbeat: the controller's fence takes it out of every ISR and
+gives its leaderships to other in-sync replicas (kbroker/controller/brokers.py fence_records), so clients
+go on writing elsewhere while this process stays up answering KAFKA_STORAGE_ERROR. Kafka's brokers report
+an offline directory in BrokerHeartbeat v1's OfflineLogDirs instead, and halt once every directory has
+failed; the schema has that field, but it names directories by their KIP-858 uuids, which kbroker's
+registration and controller do not track, and a kbroker broker has one data directory, so all of its
+storage is offline at once: want_fence (v0) says exactly that, through the fence path the controller
+already has, and keeps the process (and its metadata) up for the operator to see.
 """
 
 from __future__ import annotations
@@ -41,6 +51,7 @@ class BrokerLifecycle:
         self.incarnation_id = uuid.uuid4()
         self.broker_epoch = -1
         self.fenced = True
+        self.want_fence = False  # the data directory went offline: stay fenced (storage_offline)
         self.registered = trio.Event()
         self.unfenced = trio.Event()  # set at the first heartbeat that finds this broker unfenced
 
@@ -117,6 +128,11 @@ class BrokerLifecycle:
                 self.unfenced.set()
         return response.error_code
 
+    def storage_offline(self) -> None:
+        """The data directory is offline: from the next heartbeat on, ask to be fenced."""
+        self.want_fence = True
+        logger.error("broker %d asks to be fenced: its log directory is offline", self.broker.node_id)
+
     @property
     def lease_expired(self) -> bool:
         """No heartbeat answered for broker.session.timeout.ms: the controller has fenced this broker
@@ -125,5 +141,6 @@ class BrokerLifecycle:
 
     def _heartbeat_request(self, *, want_shut_down: bool):
         return BrokerHeartbeatRequest(broker_id=self.broker.node_id, broker_epoch=self.broker_epoch,
-                                      current_metadata_offset=self.broker.metadata_offset, want_fence=False,
+                                      current_metadata_offset=self.broker.metadata_offset,
+                                      want_fence=self.want_fence,
                                       want_shut_down=want_shut_down)

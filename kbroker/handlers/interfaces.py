@@ -148,6 +148,11 @@ class Partitions(Protocol):
     def logs(self) -> LogManager:
         """The log directory (DescribeLogDirs)."""
 
+    @property
+    def log_dir_offline(self) -> BaseException | None:
+        """Why the log directory is offline (an fsync failed), or None: its partitions answer
+        KAFKA_STORAGE_ERROR (kbroker/handlers/partition_guard.py)."""
+
     async def checkpoint_logs(self) -> None:
         """Persist the logs' recovery points and start offsets (DeleteRecords), off the event loop."""
 

@@ -8,6 +8,7 @@ partitions by topic (name or id) and index. Before one is read or written, Kafka
    before whether the topic exists;
 3. UNKNOWN_TOPIC_OR_PARTITION: no such topic, or no such partition of it;
 4. NOT_LEADER_OR_FOLLOWER: the partition exists but has no replica on this broker;
+   KAFKA_STORAGE_ERROR: its replica here is on a log directory gone offline (a failed fsync);
 5. FENCED_LEADER_EPOCH or UNKNOWN_LEADER_EPOCH: the request's current leader epoch is older or newer
    than the partition's (KIP-320), where the API carries one;
 6. NOT_LEADER_OR_FOLLOWER: the replica here is a follower, where the API needs the leader.
@@ -55,6 +56,8 @@ class TopicGuard:
         state = self.topic.partitions[index]
         if self.broker.node_id not in state.replicas:
             return None, ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if self.broker.log_dir_offline is not None:  # Kafka's HostedPartition.Offline
+            return None, ErrorCode.KAFKA_STORAGE_ERROR
         error_code = leader_epoch_error(state, current_leader_epoch)  # the image's epoch is the replica's
         if error_code != ErrorCode.NONE:
             return None, error_code

@@ -51,7 +51,9 @@ class ReplicaFetchers:
         for topic in broker.image.topics.values():
             for state in topic.partitions:
                 if state.leader == leader and broker.node_id in state.replicas and leader != broker.node_id:
-                    found.append(broker.partition(topic.name, state.partition))
+                    partition = broker.partition(topic.name, state.partition)
+                    if partition.offline is None:  # an offline replica takes nothing more (fsync failed)
+                        found.append(partition)
         return found
 
     def update(self) -> None:

@@ -17,6 +17,9 @@ where it is stricter: ``flush.messages`` unflushed messages start an fsync as
 they are appended (kbroker/replication/replica.py), and :func:`flush_dirty_logs`
 flushes data older than ``flush.ms``, looking every
 ``log.flush.scheduler.interval.ms`` (Kafka's LogManager.flushDirtyLogs).
+
+A job that fails is reported, never run again here: whether a failed fsync may be followed by another
+is the partition's to decide, and it decides no (kbroker/replication/replica.py, fsyncgate).
 """
 
 from __future__ import annotations
@@ -123,7 +126,13 @@ def _sync_filesystems(batch) -> list:
 
 
 def _syncfs_of(directory: str) -> BaseException | None:
-    descriptor = os.open(directory, os.O_RDONLY)
+    """The error of one syncfs of ``directory``'s filesystem, or None. Returned, never raised: the jobs
+    whose syncfs failed must not fall back to their own fsyncs (a retry after a failed sync; see
+    kbroker/replication/replica.py), so an open that fails is their error too."""
+    try:
+        descriptor = os.open(directory, os.O_RDONLY)
+    except OSError as error:
+        return error
     try:
         if _syncfs(descriptor) != 0:
             error = OSError(ctypes.get_errno(), f"syncfs of {directory}: {os.strerror(ctypes.get_errno())}")

@@ -17,9 +17,22 @@ controller (kbroker/replication/isr.py); the image then says what the ISR is.
 Time comes from the ``Clock`` it is given (kbroker/log/clock.py): its monotonic reading for when
 followers last caught up (the ISR manager must read the same clock), its wall reading for what the
 log stamps and compares (LogAppendTime, segment.ms, flush.ms from its last flush).
+
+A failed fsync is never tried again (issue 26): after an fsync error the kernel may already have dropped
+the dirty pages and marked them clean, so a second fsync could succeed and acknowledge data that is gone
+(PostgreSQL's "fsyncgate"). The partition goes offline instead, as Kafka takes a log directory offline
+on an IOException: whoever waits for its durability gets :class:`LogDirOffline`, nothing is appended
+or flushed again, and ``on_storage_failure`` tells the broker, which takes its whole log directory
+offline (kbroker/broker.py). Only a restart, which recovers the log from what is on disk, brings it back.
+A flush whose fsync never ran is not such a failure: its file could not be opened (no descriptor left) or
+is gone (the partition was deleted meanwhile). The pages are still dirty in the cache; the waiters of that
+flush get the error, and the next flush is a first fsync of them, not a retry.
 """
 
 from __future__ import annotations
+
+import errno
+from collections.abc import Callable
 
 import trio
 
@@ -28,11 +41,25 @@ from kbroker.log.append_origin import AppendOrigin
 from kbroker.log.clock import SYSTEM_CLOCK, Clock
 from kbroker.log.partition_log import AppendResult, Log
 
+# A flush failing with one of these never reached fsync (an open failed): see the module's docstring.
+FSYNC_NOT_RUN = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOENT})
+
+
+class LogDirOffline(OSError):
+    """The partition's log directory is offline after a failed fsync: what was not durable before it
+    may be lost, and nothing on this directory is acknowledged again (Kafka's KAFKA_STORAGE_ERROR)."""
+
+    def __init__(self, topic: str, index: int, cause: BaseException) -> None:
+        super().__init__(errno.EIO, f"log directory of {topic}-{index} is offline after a failed fsync: {cause}")
+        self.cause = cause
+
 
 class Partition:
     def __init__(self, topic: str, index: int, log: Log, flusher: Flusher, leader_epoch: int = 0, *,
                  node_id: int = -1, replicas: tuple[int, ...] = (), isr: tuple[int, ...] = (), leader: int = -1,
-                 clock: Clock = SYSTEM_CLOCK) -> None:
+                 clock: Clock = SYSTEM_CLOCK,
+                 on_storage_failure: Callable[[BaseException], None] | None = None) -> None:
+        """``on_storage_failure(error)`` is told, once, that an fsync of this partition failed."""
         self.topic = topic
         self.index = index
         self.log = log
@@ -44,7 +71,9 @@ class Partition:
         self.clock = clock
         self._flusher = flusher
         self._flushing: trio.Event | None = None  # set when the fsync under way is done
-        self._flush_error: BaseException | None = None
+        self._flush_error: BaseException | None = None  # the last flush's, when its fsync never ran
+        self.offline: LogDirOffline | None = None  # set for good once an fsync failed (or the directory did)
+        self.on_storage_failure = on_storage_failure
         self._wanted = -1  # the highest offset someone asked to be made durable
         self._flush_policy_wanted = -1  # the highest offset whose append reached flush.messages
         self._advanced = trio.Event()  # set (and replaced) whenever the high watermark moves
@@ -151,6 +180,7 @@ class Partition:
     # -- appends and durability ---------------------------------------------------------------------------------
 
     def append(self, records, origin: AppendOrigin = AppendOrigin.CLIENT) -> AppendResult:
+        self._check_online()
         """Append as leader (offsets and this leader's epoch stamped in place); followers' fetches wake.
         ``records``: bytes, or a produce's batches as kbroker/log/validator.py validated them."""
         result = self.log.append(records, origin=origin, leader_epoch=self.leader_epoch, now_ms=self.clock.wall_ms())
@@ -159,6 +189,7 @@ class Partition:
         return result
 
     def append_replicated(self, records) -> AppendResult:
+        self._check_online()
         """Append as follower: the leader's batches with their offsets and epochs."""
         result = self.log.append(records, origin=AppendOrigin.REPLICATION, now_ms=self.clock.wall_ms())
         self._apply_flush_policy(result)
@@ -186,20 +217,37 @@ class Partition:
 
     def start_flush(self, offset: int) -> None:
         """Have everything up to ``offset`` made durable, without waiting: a flush starts now,
-        or follows the one under way if that began before ``offset`` was appended."""
+        or follows the one under way if that began before ``offset`` was appended. Offline: nothing."""
         self._wanted = max(self._wanted, offset)
-        if self.log.recovery_point <= offset and self._flushing is None:
+        if self.log.recovery_point <= offset and self._flushing is None and self.offline is None:
             self._begin_flush()
 
     async def wait_durable(self, offset: int) -> None:
-        """Return once everything up to ``offset`` is fsynced here, sharing fsyncs with other waiters."""
+        """Return once everything up to ``offset`` is fsynced here, sharing fsyncs with other waiters;
+        :class:`LogDirOffline` if an fsync failed (never a second try: see the module's docstring)."""
         self.start_flush(offset)
         while self.log.recovery_point <= offset:
-            if self._flushing is None:  # the last flush failed: try again
+            self._check_online()
+            if self._flushing is None:  # the last flush never ran its fsync (FSYNC_NOT_RUN): a first try
                 self._begin_flush()
             await self._flushing.wait()
+            self._check_online()
             if self._flush_error is not None:
                 raise self._flush_error
+
+    def go_offline(self, cause: BaseException) -> None:
+        """This partition's log directory is offline (one of its fsyncs failed, or another partition's on
+        the same directory): waiters get :class:`LogDirOffline`; nothing is appended or fsynced again."""
+        if self.offline is not None:
+            return
+        self.offline = cause if isinstance(cause, LogDirOffline) else LogDirOffline(self.topic, self.index, cause)
+        self._wake_fetchers()
+        self._advanced.set()  # high-watermark waiters look again (and find the partition offline)
+        self._advanced = trio.Event()
+
+    def _check_online(self) -> None:
+        if self.offline is not None:
+            raise self.offline
 
     async def wait_committed(self, offset: int) -> None:
         """Return once everything up to ``offset`` is committed: fsynced here and held by the whole ISR.
@@ -207,20 +255,26 @@ class Partition:
         await self.wait_durable(offset)
         while self.high_watermark <= offset:
             await self._advanced.wait()
+            self._check_online()
 
     def _begin_flush(self) -> None:
         self._flushing = trio.Event()
         self._flusher.submit(self.log.begin_flush(), self._flushed)
 
     def _flushed(self, job, error: BaseException | None) -> None:
-        """The flusher's report, in the trio thread (so it lands even if every waiter was cancelled)."""
-        self._flush_error = error
-        if error is None:
+        """The flusher's report, in the trio thread (so it lands even if every waiter was cancelled).
+        A failed fsync takes the partition offline and is not tried again (see the module's docstring)."""
+        if error is None and self.offline is None:
             self.log.complete_flush(job, now_ms=self.clock.wall_ms())
         flushing, self._flushing = self._flushing, None
+        self._flush_error = error
+        if error is not None and not (isinstance(error, OSError) and error.errno in FSYNC_NOT_RUN):
+            self.go_offline(error)
+            if self.on_storage_failure is not None:
+                self.on_storage_failure(self.offline)
         # What was asked for meanwhile (and still exists: a truncation may have cut it) goes next.
         wanted = min(self._wanted, self.log.log_end_offset - 1)
-        if error is None and self.log.recovery_point <= wanted:
+        if error is None and self.offline is None and self.log.recovery_point <= wanted:
             self._begin_flush()
         flushing.set()
         self._advance()

@@ -167,6 +167,11 @@ class MemoryNode:
         self.auto_created: list[str] = []  # the topics auto_create was asked for
         self.groups = None  # a GroupShell, where a test makes one over this node
 
+    @property
+    def log_dir_offline(self) -> BaseException | None:
+        """The one directory of its replicas is offline once an fsync of one of them failed."""
+        return next((replica.offline for replica in self.replicas.values() if replica.offline is not None), None)
+
     def leads(self, topic: TopicImage, index: int) -> bool:
         return topic.partitions[index].leader == self.node_id
 

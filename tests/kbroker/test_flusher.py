@@ -6,7 +6,7 @@ import pytest
 import trio
 
 from kbroker.replication.flusher import Flusher
-from kbroker.replication.replica import Partition
+from kbroker.replication.replica import LogDirOffline, Partition
 from kbroker.log.config import LogConfig
 from kbroker.log.partition_log import Log
 from kbroker.wire.records import Record, build_batch
@@ -53,15 +53,21 @@ async def test_jobs_run_on_the_flusher_thread_and_report_in_trio():
     assert {job.thread for job in [first, *queued]} == {"kbroker-flusher"}
 
 
-async def test_an_fsync_error_reaches_every_waiter_and_the_next_flush_retries(tmp_path):
+async def test_an_fsync_error_reaches_every_waiter_and_is_never_retried(tmp_path):
+    """fsyncgate: after a failed fsync the kernel may have dropped the dirty pages, so a second fsync
+    could succeed over data that is gone. The partition goes offline instead: no fsync runs again,
+    every waiter (now and later) gets LogDirOffline, nothing is appended, the broker is told once."""
     flusher = Flusher()
+    failures = []
     log = Log.open(str(tmp_path / "p-0"), LogConfig())
-    partition = Partition("p", 0, log, flusher)
+    partition = Partition("p", 0, log, flusher, on_storage_failure=failures.append)
     log.append(bytearray(build_batch([Record(value=b"v")])))
     failing = OSError(5, "Input/output error")
     real_begin = log.begin_flush
+    runs = []
 
     def fail():
+        runs.append(1)
         raise failing
 
     def broken_job():
@@ -70,13 +76,27 @@ async def test_an_fsync_error_reaches_every_waiter_and_the_next_flush_retries(tm
         return job
 
     log.begin_flush = broken_job
-    with trio.fail_after(10), pytest.raises(OSError):
-        await partition.wait_durable(0)
+    async with trio.open_nursery() as nursery:
+        raised = []
+
+        async def wait():
+            with pytest.raises(LogDirOffline) as caught:
+                await partition.wait_durable(0)
+            raised.append(caught.value)
+
+        with trio.fail_after(10):
+            for _ in range(3):
+                nursery.start_soon(wait)
+    assert len(raised) == 3 and all(error.cause is failing for error in raised)
     assert partition.high_watermark == 0  # nothing acknowledged
-    log.begin_flush = real_begin
-    with trio.fail_after(10):
+    log.begin_flush = real_begin  # the disk "works" again: still no fsync, the pages may be gone
+    with trio.fail_after(10), pytest.raises(LogDirOffline):
         await partition.wait_durable(0)
-    assert partition.high_watermark == 1
+    partition.start_flush(0)
+    with pytest.raises(LogDirOffline):
+        partition.append(bytearray(build_batch([Record(value=b"w")])))
+    assert runs == [1] and len(failures) == 1 and isinstance(failures[0], LogDirOffline)
+    assert partition.high_watermark == 0 and log.recovery_point == 0
     flusher.stop()
     log.close()
 
