@@ -188,10 +188,11 @@ class Bench:
             started = time.perf_counter()
             while offset < log.log_end_offset:
                 region = log.read(offset, fetch_bytes)
-                if send:
-                    moved += os.sendfile(null, region.fd, region.position, region.length)
-                else:
-                    moved += len(os.pread(region.fd, region.length, region.position))
+                with region.descriptor() as source:
+                    if send:
+                        moved += os.sendfile(null, source, region.position, region.length)
+                    else:
+                        moved += len(os.pread(source, region.length, region.position))
                 offset += region.length // len(self.batch) * RECORDS_PER_BATCH
             elapsed = time.perf_counter() - started
             assert moved == total, (moved, total)

@@ -16,6 +16,7 @@ plaintext connections only; TLS encrypts them from buffers.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
@@ -408,16 +409,17 @@ class _SocketSink:
     async def send_region(self, region) -> None:
         fd, position = self.fd, region.position
         end = position + region.length
-        while position < end:
-            try:
-                sent = os.sendfile(fd, region.fd, position, end - position)
-            except BlockingIOError:
-                await trio.lowlevel.wait_writable(fd)
-                continue
-            if sent == 0:
-                # The file ended early: the frame's promised size cannot be kept.
-                raise trio.BrokenResourceError("file region shorter than announced")
-            position += sent
+        with _region_descriptor(region) as source:  # pinned open until sent, even if the socket is slow
+            while position < end:
+                try:
+                    sent = os.sendfile(fd, source, position, end - position)
+                except BlockingIOError:
+                    await trio.lowlevel.wait_writable(fd)
+                    continue
+                if sent == 0:
+                    # The file ended early: the frame's promised size cannot be kept.
+                    raise trio.BrokenResourceError("file region shorter than announced")
+                position += sent
 
 
 class _TlsSink:
@@ -433,11 +435,28 @@ class _TlsSink:
     async def send_region(self, region) -> None:
         position, end = region.position, region.position + region.length
         while position < end:
-            chunk = os.pread(region.fd, min(_TLS_REGION_CHUNK_BYTES, end - position), position)
+            with _region_descriptor(region) as source:  # not held across the send: nothing waits pinned
+                chunk = os.pread(source, min(_TLS_REGION_CHUNK_BYTES, end - position), position)
             if not chunk:
                 raise trio.BrokenResourceError("file region shorter than announced")
             await self.stream.send_all(chunk)
             position += len(chunk)
+
+
+@contextlib.contextmanager
+def _region_descriptor(region):
+    """The region's file descriptor, pinned open for the block. Its segment may have had to reopen the file
+    (the descriptor cache closes idle ones): out of descriptors, or with the file gone (its log closed, a
+    deleted topic), the answer's promised size cannot be kept and the connection closes."""
+    pinned = region.descriptor()
+    try:
+        source = pinned.__enter__()
+    except OSError as error:
+        raise trio.BrokenResourceError(f"file region cannot be read: {error}") from error
+    try:
+        yield source
+    finally:
+        pinned.__exit__(None, None, None)
 
 
 def _raw_token_answer(session: Session, token: bytes, peer: str) -> _Answer:

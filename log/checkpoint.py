@@ -21,6 +21,8 @@ import re
 import uuid
 from typing import Iterable, NamedTuple
 
+from kbroker.log.descriptor_cache import open_descriptor, open_file
+
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
@@ -71,7 +73,7 @@ def write_atomically(path, data: bytes, durable: bool = True) -> None:
     path = os.fspath(path)
     temporary_path = path + ".tmp"
     try:
-        with open(temporary_path, "wb") as temporary:
+        with open_file(temporary_path, "wb") as temporary:
             temporary.write(data)
             temporary.flush()
             if durable:
@@ -89,7 +91,7 @@ def write_atomically(path, data: bytes, durable: bool = True) -> None:
 
 def fsync_file(path) -> None:
     """fsync one file's contents by its path."""
-    descriptor = os.open(path, os.O_RDONLY)
+    descriptor = open_descriptor(path, os.O_RDONLY)
     try:
         os.fsync(descriptor)
     finally:
@@ -106,7 +108,7 @@ def fsync_directory(directory) -> None:
     """Make creations, renames and deletions inside `directory` durable."""
     if not hasattr(os, "O_DIRECTORY"):  # Windows cannot open a directory; NTFS journals renames.
         return
-    descriptor = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    descriptor = open_descriptor(directory, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(descriptor)
     finally:
@@ -129,7 +131,7 @@ def _read_entry_lines(path, version: int) -> list[tuple[int, str, list[str]]]:
     has no entries (Kafka creates checkpoint files empty); the count must match.
     """
     try:
-        with open(path, "rb") as checkpoint:
+        with open_file(path, "rb") as checkpoint:
             data = checkpoint.read()
     except FileNotFoundError:
         return []
@@ -405,7 +407,7 @@ class PartitionMetadataFile:
 
     def read(self) -> uuid.UUID | None:
         try:
-            with open(self.path, "rb") as metadata:
+            with open_file(self.path, "rb") as metadata:
                 data = metadata.read()
         except FileNotFoundError:
             return None

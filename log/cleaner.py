@@ -343,15 +343,15 @@ def _read_batches(segment: LogSegment, position: int = 0):
     """(header, batch bytes) for each whole batch from ``position``, read in large chunks."""
     size = segment.size
     while position < size:
-        chunk = memoryview(os.pread(segment.fd, min(_READ_CHUNK_BYTES, size - position), position))
+        chunk = memoryview(segment.read_at(position, min(_READ_CHUNK_BYTES, size - position)))
         consumed = 0
         for batch_position, header in iter_batches(chunk, allow_partial_tail=True):
             consumed = batch_position + header.size
             yield header, chunk[batch_position:consumed]
         if consumed == 0:
             # One batch larger than a chunk.
-            header = BatchHeader.read(os.pread(segment.fd, HEADER_SIZE, position))
-            data = memoryview(os.pread(segment.fd, header.size, position))
+            header = BatchHeader.read(segment.read_at(position, HEADER_SIZE))
+            data = memoryview(segment.read_at(position, header.size))
             consumed = len(data)
             for _, header in iter_batches(data):
                 yield header, data
@@ -382,7 +382,7 @@ class _GroupCleaner:
             for index, segment in enumerate(group):
                 self._clean_segment_into(segment, cleaned, last_of_group=index == len(group) - 1)
             for entry in self.tracker.kept_aborts:
-                cleaned.txn_index.append(AbortedTxn(*entry[:4]) if len(entry) >= 4 else AbortedTxn(*entry[:3], 0))
+                cleaned.append_aborted(AbortedTxn(*entry[:4]) if len(entry) >= 4 else AbortedTxn(*entry[:3], 0))
             for index_file in (cleaned.offset_index, cleaned.time_index):
                 if not os.path.exists(index_file.path):
                     index_file.rewrite([])
@@ -392,10 +392,8 @@ class _GroupCleaner:
             remove_segment_files(log.directory, base_offset, CLEANED_SUFFIX)
             raise
         cleaned.close()
-        for segment in group:
-            _ = segment.fd  # opened before its files go, so the old segment keeps serving reads meanwhile
-        swap_in(log.directory, base_offset, group)
-        replacement = LogSegment(log.directory, base_offset, log.settings)
+        swap_in(log.directory, base_offset, group)  # regions of the old segments keep reading (LogSegment.unlink)
+        replacement = log.new_segment(base_offset)
         replacement.next_offset = cleaned.next_offset if cleaned.next_offset is not None else base_offset
         replacement.max_timestamp = cleaned.max_timestamp
         replacement.offset_of_max_timestamp = cleaned.offset_of_max_timestamp
@@ -483,7 +481,7 @@ class _GroupCleaner:
 
 def _cleaned_segment(log: Log, base_offset: int) -> LogSegment:
     """A segment writing to ``<base>.log.cleaned`` and its ``.cleaned`` indexes."""
-    segment = LogSegment(log.directory, base_offset, log.settings)
+    segment = log.new_segment(base_offset)
     segment.log_path += CLEANED_SUFFIX
     for index_file in (segment.offset_index, segment.time_index, segment.txn_index):
         index_file.path += CLEANED_SUFFIX

@@ -17,6 +17,9 @@ from __future__ import annotations
 import bisect
 import os
 import struct
+from collections.abc import Callable
+
+from kbroker.log.descriptor_cache import fsync_closed_file, open_descriptor, open_file
 
 _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
@@ -32,8 +35,10 @@ class CorruptIndexError(Exception):
 class _Index:
     entry: struct.Struct
 
-    def __init__(self, path: str, base_offset: int, max_index_bytes: int) -> None:
+    def __init__(self, path: str, base_offset: int, max_index_bytes: int,
+                 opener: Callable[[str, int], int] = open_descriptor) -> None:
         self.path = path
+        self._opener = opener  # os.open, or a descriptor cache's (which makes room when out of descriptors)
         self.base_offset = base_offset
         self.max_entries = max(1, max_index_bytes // self.entry.size)
         self._keys: list[int] | None = None  # loaded lazily
@@ -48,7 +53,7 @@ class _Index:
         keys: list[int] = []
         values: list[int] = []
         try:
-            with open(self.path, "rb") as file:
+            with open_file(self.path, "rb") as file:
                 data = file.read()
         except FileNotFoundError:
             data = b""
@@ -79,11 +84,15 @@ class _Index:
     def is_full(self) -> bool:
         return self.entries >= self.max_entries
 
+    @property
+    def is_open(self) -> bool:
+        return self._fd is not None
+
     # -- writing -------------------------------------------------------------
 
     def _write(self, data: bytes) -> None:
         if self._fd is None:
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            self._fd = self._opener(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC)
         self._pending += data
         if len(self._pending) >= _PENDING_BYTES_MAX:
             self.write_pending()
@@ -113,7 +122,7 @@ class _Index:
             keys.append(key)
             values.append(value)
             data += self._pack(key, value)
-        with open(self.path, "wb") as file:
+        with open_file(self.path, "wb") as file:
             file.write(data)
         self._keys, self._values = keys, values
 
@@ -123,11 +132,18 @@ class _Index:
             self.rewrite(list(zip(keys[:keep], self._values[:keep])))
 
     def flush(self) -> None:
-        """Write and fsync what was appended since the last flush; a clean index costs no fsync."""
+        """Write and fsync what was appended since the last flush; a clean index costs no fsync.
+
+        A file closed since it was written (its segment's descriptors were closed to make room) is
+        opened for the fsync alone: its pages are still the file's to sync."""
         self.write_pending()
-        if self._fd is not None and self._unsynced:
+        if not self._unsynced:
+            return
+        if self._fd is not None:
             os.fsync(self._fd)
-            self._unsynced = False
+        else:
+            fsync_closed_file(self.path, self._opener)
+        self._unsynced = False
 
     def close(self) -> None:
         if self._fd is not None:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from kbroker.log.append_origin import AppendOrigin
 from kbroker.log.checkpoint import fsync_directory, fsync_file, fsync_file_and_directory
 from kbroker.log.config import LogConfig
+from kbroker.log.descriptor_cache import DESCRIPTORS, DescriptorCache
 from kbroker.log.producer_state import (
     DuplicateBatch,
     ProducerStateManager,
@@ -131,9 +132,10 @@ def _now_ms() -> int:
 
 
 class Log:
-    def __init__(self, directory: str, config: LogConfig) -> None:
+    def __init__(self, directory: str, config: LogConfig, descriptors: DescriptorCache | None = None) -> None:
         self.directory = directory
         self.config = config
+        self.descriptors = DESCRIPTORS if descriptors is None else descriptors  # where its segments' files open
         self.settings = SegmentSettings(config.index_interval_bytes, config.segment_index_bytes)
         self.segments: list[LogSegment] = []
         self._base_offsets: list[int] = []
@@ -165,14 +167,16 @@ class Log:
         recovery_point: int = 0,
         log_start_offset: int = 0,
         now_ms: int | None = None,
+        descriptors: DescriptorCache | None = None,
     ) -> Log:
         """Open (or create) a partition directory, recovering what may be torn.
 
         Every segment from the one holding ``recovery_point`` on is checked batch
         by batch; the log is cut at the first bad batch and any segment after it
-        is dropped. Segments before it are trusted and opened lazily.
+        is dropped. Segments before it are trusted and opened lazily. Segment files open on use through
+        ``descriptors``, the process's descriptor cache unless given one.
         """
-        log = cls(directory, config or LogConfig())
+        log = cls(directory, config or LogConfig(), descriptors)
         now_ms = _now_ms() if now_ms is None else now_ms
         log._active_created_ms = log._last_flush_ms = now_ms
         log._roll_jitter_ms = log._draw_roll_jitter()
@@ -183,7 +187,7 @@ class Log:
             log.created = True
             return log
         for base_offset in log._scan_directory():
-            log._add_segment(LogSegment(directory, base_offset, log.settings))
+            log._add_segment(log.new_segment(base_offset))
         if log.segments:
             log.log_start_offset = max(log_start_offset, log.segments[0].base_offset)
             log._recover_from(recovery_point)
@@ -195,7 +199,7 @@ class Log:
     def _start_empty(self, log_start_offset: int) -> None:
         # A new log: nothing to recover or make durable (lost in a crash, it is simply
         # created again); its files appear with the first batch.
-        segment = LogSegment(self.directory, max(log_start_offset, 0), self.settings)
+        segment = self.new_segment(max(log_start_offset, 0))
         segment.start_empty()
         self._add_segment(segment)
         self.log_start_offset = segment.base_offset
@@ -213,7 +217,7 @@ class Log:
                     continue
                 marker = None
                 if header.is_control:
-                    marker = read_txn_marker(os.pread(segment.fd, header.batch_length + LOG_OVERHEAD, position))
+                    marker = read_txn_marker(segment.read_at(position, header.batch_length + LOG_OVERHEAD))
                 state.replay(header, marker)
         self.producer_state = state
 
@@ -263,6 +267,10 @@ class Log:
             segment.flush()
         self.recovery_point = self.log_end_offset
         self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
+
+    def new_segment(self, base_offset: int) -> LogSegment:
+        """A segment of this log at ``base_offset`` (not yet added to it)."""
+        return LogSegment(self.directory, base_offset, self.settings, self.descriptors)
 
     def _add_segment(self, segment: LogSegment) -> None:
         self.segments.append(segment)
@@ -392,7 +400,7 @@ class Log:
             completed = state.update(header, first_offset, last_offset, marker=marker)
             if completed is not None and completed.is_aborted:
                 aborted = AbortedTxn(completed.producer_id, completed.first_offset, completed.last_offset, state.last_stable_offset(completed))
-                self.active_segment.txn_index.append(aborted)
+                self.active_segment.append_aborted(aborted)
 
     @property
     def last_stable_offset(self) -> int:
@@ -404,7 +412,7 @@ class Log:
         """Aborted transactions overlapping [fetch_offset, upper_bound), for read_committed fetches."""
         found: list[AbortedTxn] = []
         for segment in self.segments[max(0, self._segment_index_for(fetch_offset)) :]:
-            result = segment.txn_index.collect_aborted(fetch_offset, upper_bound)
+            result = segment.collect_aborted(fetch_offset, upper_bound)
             found.extend(result.aborted)
             if result.is_complete:
                 break
@@ -437,7 +445,7 @@ class Log:
         # (trusted_recovery_point), so that a restart rebuilds them rather than trusting them.
         previous.write_indexes()
         self._unsynced_indexes.append(previous)
-        segment = LogSegment(self.directory, base_offset, self.settings)
+        segment = self.new_segment(base_offset)
         segment.next_offset = base_offset
         self._add_segment(segment)
         self._active_created_ms = _now_ms() if now_ms is None else now_ms
@@ -533,7 +541,7 @@ class Log:
         for segment in self.segments:
             self._retire(segment)
         self.segments, self._base_offsets = [], []
-        segment = LogSegment(self.directory, offset, self.settings)
+        segment = self.new_segment(offset)
         segment.next_offset = offset
         self._add_segment(segment)
         self.log_start_offset = self.recovery_point = offset

@@ -51,6 +51,7 @@ from typing import NamedTuple
 from kbroker.wire.crc import crc32c
 
 from kbroker.log.checkpoint import fsync_directory, write_atomically
+from kbroker.log.descriptor_cache import open_file
 from kbroker.wire.errors import ErrorCode
 from kbroker.wire.records import (
     BatchHeader,
@@ -568,7 +569,7 @@ def load_latest_snapshot(
             continue
         path = snapshot_path(directory, offset)
         try:
-            with open(path, "rb") as snapshot:
+            with open_file(path, "rb") as snapshot:
                 entries = _decode_snapshot(snapshot.read(), offset)
         except CorruptSnapshotError as error:
             logger.warning("deleting corrupt producer snapshot %s: %s", path, error)

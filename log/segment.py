@@ -3,18 +3,28 @@
 The ``.log`` file holds whole record batches exactly as they arrived (offsets
 stamped). Reads hand out file regions for ``os.sendfile``; only the 61-byte
 batch headers are ever parsed on the read path.
+
+Files open on use and may be closed between uses by the process's
+:class:`~kbroker.log.descriptor_cache.DescriptorCache`: every method that
+touches a descriptor pins the segment while it runs, and a file region pins it
+only while it is read or sent (kbroker/log/descriptor_cache.py says why that
+is safe on every thread).
 """
 
 from __future__ import annotations
 
+import errno
+import functools
 import logging
 import os
+import weakref
 from dataclasses import dataclass
 
 from kbroker.wire.crc import crc32c
 
+from kbroker.log.descriptor_cache import DESCRIPTORS, DescriptorCache
 from kbroker.log.index import CorruptIndexError, OffsetIndex, TimeIndex
-from kbroker.log.txn_index import TransactionIndex
+from kbroker.log.txn_index import AbortedTxn, TransactionIndex, TxnIndexSearchResult
 from kbroker.wire.records import HEADER_SIZE, LOG_OVERHEAD, MAGIC, BatchHeader, decode_records
 from kbroker.wire.schema import Region
 
@@ -23,41 +33,94 @@ logger = logging.getLogger("kbroker.log.segment")
 _SCAN_CHUNK_BYTES = 1024 * 1024
 _RELATIVE_OFFSET_MAX = 2**31 - 1  # index entries hold offsets relative to the base in 32 bits
 _RECENT_POSITIONS = 64
+_LOG_FLAGS = os.O_RDWR | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
 
 
 def segment_file_name(base_offset: int, suffix: str) -> str:
     return f"{base_offset:020d}{suffix}"
 
 
+class ClosedSegmentError(OSError):
+    """The segment's files were unlinked or replaced, or its log closed: there is nothing to reopen."""
+
+
 class FileRegion(Region):
-    """``length`` bytes of an open file from ``position``: what sendfile sends."""
+    """``length`` bytes of a segment's log file from ``position``: what sendfile sends.
 
-    __slots__ = ("fd", "position", "length")
+    A region holds its segment, not a descriptor: a fetch answer may carry thousands of regions, and
+    the segment's file may be closed while one waits to be sent. :meth:`descriptor` pins it open for
+    the send; a segment unlinked meanwhile keeps its file open for the regions that refer to it.
+    """
 
-    def __init__(self, fd: int, position: int, length: int) -> None:
-        self.fd = fd
+    __slots__ = ("segment", "position", "length", "__weakref__")
+
+    def __init__(self, segment: LogSegment, position: int, length: int) -> None:
+        self.segment = segment
         self.position = position
         self.length = length
+        segment.region_made(self)
+
+    def descriptor(self) -> PinnedDescriptor:
+        """``with region.descriptor() as fd:`` the log file's descriptor, open until the block ends (which
+        may wait: a send to a slow socket)."""
+        return PinnedDescriptor(self.segment)
 
     def read(self) -> bytes:
-        return os.pread(self.fd, self.length, self.position)
+        return self.segment.read_at(self.position, self.length)
 
     def record_count(self) -> int:
         """Records in the region's whole batches, from their headers alone (a partial last batch
         is not counted: the reader discards it)."""
         count, position, end = 0, self.position, self.position + self.length
-        while position + HEADER_SIZE <= end:
-            header = BatchHeader.read(os.pread(self.fd, HEADER_SIZE, position))
-            if header.size < HEADER_SIZE:  # not a batch the log wrote: never loop in place
-                break
-            position += header.size
-            if position > end:
-                break
-            count += header.record_count
+        with self.descriptor() as fd:
+            while position + HEADER_SIZE <= end:
+                header = BatchHeader.read(os.pread(fd, HEADER_SIZE, position))
+                if header.size < HEADER_SIZE:  # not a batch the log wrote: never loop in place
+                    break
+                position += header.size
+                if position > end:
+                    break
+                count += header.record_count
         return count
 
     def __repr__(self) -> str:
-        return f"FileRegion(fd={self.fd}, position={self.position}, length={self.length})"
+        return f"FileRegion({self.segment.log_path!r}, position={self.position}, length={self.length})"
+
+
+class PinnedDescriptor:
+    """A segment pinned, and its log file's descriptor, for a ``with`` block."""
+
+    __slots__ = ("segment",)
+
+    def __init__(self, segment: LogSegment) -> None:
+        self.segment = segment
+
+    def __enter__(self) -> int:
+        segment = self.segment
+        segment.cache.pin(segment)
+        try:
+            return segment.log_descriptor()
+        except BaseException:
+            segment.cache.unpin(segment)
+            raise
+
+    def __exit__(self, *exception) -> None:
+        self.segment.cache.unpin(self.segment)
+
+
+def _pinned(method):
+    """The segment stays pinned (its descriptors open) while ``method`` runs."""
+
+    @functools.wraps(method)
+    def pinned(self, *args, **kwargs):
+        cache = self.cache
+        cache.pin(self)
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            cache.unpin(self)
+
+    return pinned
 
 
 @dataclass(frozen=True)
@@ -69,22 +132,29 @@ class SegmentSettings:
 class LogSegment:
     """A ``.log`` file of whole batches with its offset and time indexes.
 
-    Files open on first use. ``next_offset`` (one past the last offset) is
+    Files open on use, through ``descriptors`` (the process's cache unless given one), which closes
+    them again when the segment has been idle longest. ``next_offset`` (one past the last offset) is
     known once the segment has been appended to, recovered, or ``load_tail``-ed.
     """
 
-    def __init__(self, directory: str, base_offset: int, settings: SegmentSettings) -> None:
+    def __init__(self, directory: str, base_offset: int, settings: SegmentSettings,
+                 descriptors: DescriptorCache | None = None) -> None:
         self.directory = directory
         self.base_offset = base_offset
         self.settings = settings
+        self.cache = DESCRIPTORS if descriptors is None else descriptors
+        self.pins = 0  # threads using the descriptors now (changed under the cache's lock)
+        self.detached = False  # the files were unlinked or replaced, or closed for good: never reopened
+        self.closing = False  # closed while pinned: the last unpin closes the files
+        self._regions: weakref.WeakSet | None = None  # the file regions handed out and still referred to
         self.log_path = os.path.join(directory, segment_file_name(base_offset, ".log"))
-        self.offset_index = OffsetIndex(
-            os.path.join(directory, segment_file_name(base_offset, ".index")), base_offset, settings.max_index_bytes
-        )
-        self.time_index = TimeIndex(
-            os.path.join(directory, segment_file_name(base_offset, ".timeindex")), base_offset, settings.max_index_bytes
-        )
-        self.txn_index = TransactionIndex(os.path.join(directory, segment_file_name(base_offset, ".txnindex")), base_offset)
+        opener = self.cache.open
+        self.offset_index = OffsetIndex(os.path.join(directory, segment_file_name(base_offset, ".index")), base_offset,
+                                        settings.max_index_bytes, opener)
+        self.time_index = TimeIndex(os.path.join(directory, segment_file_name(base_offset, ".timeindex")), base_offset,
+                                    settings.max_index_bytes, opener)
+        self.txn_index = TransactionIndex(os.path.join(directory, segment_file_name(base_offset, ".txnindex")),
+                                          base_offset, opener)
         self._fd: int | None = None
         self._size: int | None = None
         self.next_offset: int | None = None
@@ -101,42 +171,25 @@ class LogSegment:
 
     # -- files ----------------------------------------------------------------
 
-    @property
-    def fd(self) -> int:
-        if self._fd is None:
-            self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-        return self._fd
+    def log_descriptor(self) -> int:
+        """The log file's descriptor, reopened if the cache closed it; only for a caller holding a pin."""
+        descriptor = self._fd
+        if descriptor is None:
+            with self.cache.lock:  # the flusher's thread may want it at the same moment
+                descriptor = self._fd
+                if descriptor is None:
+                    if self.detached:
+                        raise ClosedSegmentError(errno.EBADF, "segment closed, unlinked or replaced", self.log_path)
+                    descriptor = self._fd = self.cache.open(self.log_path, _LOG_FLAGS)
+        return descriptor
 
-    @property
-    def size(self) -> int:
-        if self._size is None:
-            self._size = os.fstat(self.fd).st_size
-        return self._size
+    def descriptor_count(self) -> int:
+        """How many descriptors the segment has open (what the cache counts)."""
+        return ((self._fd is not None) + self.offset_index.is_open + self.time_index.is_open
+                + self.txn_index.is_open)
 
-    def flush(self, indexes: bool = True) -> None:
-        """fsync the log and its indexes; safe to call from a worker thread.
-
-        ``indexes=False`` leaves the offset and time indexes out, for the active
-        segment: recovery rebuilds those from the log, and the first flush after a roll
-        syncs them (:meth:`flush_indexes`) before the segment can be trusted without one.
-        The transaction index is not rebuilt, so it always goes with the log.
-        """
-        os.fsync(self.fd)
-        if indexes:
-            self.flush_indexes()
-        self.txn_index.flush()
-
-    def write_indexes(self) -> None:
-        """Hand the indexes' buffered entries to their files, without fsync (a roll does, on the appending
-        thread; :meth:`flush_indexes` later makes them durable)."""
-        self.offset_index.write_pending()
-        self.time_index.write_pending()
-
-    def flush_indexes(self) -> None:
-        self.offset_index.flush()
-        self.time_index.flush()
-
-    def close(self) -> None:
+    def close_descriptors(self) -> None:
+        """Close every open file; the next use reopens them (unless the segment is detached)."""
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
@@ -144,8 +197,96 @@ class LogSegment:
         self.time_index.close()
         self.txn_index.close()
 
-    def unlink(self) -> None:
-        """Remove the files; an open descriptor keeps serving regions already handed out."""
+    def pinned(self) -> PinnedDescriptor:
+        """``with segment.pinned():`` its files stay open (once opened) until the block ends."""
+        return PinnedDescriptor(self)
+
+    def region_made(self, region: FileRegion) -> None:
+        if self._regions is None:
+            self._regions = weakref.WeakSet()
+        self._regions.add(region)
+
+    @property
+    def size(self) -> int:
+        if self._size is None:
+            self._size = self._file_size()
+        return self._size
+
+    @_pinned
+    def _file_size(self) -> int:
+        if self._fd is None and not self.detached:
+            try:
+                return os.stat(self.log_path).st_size  # a segment never read needs no descriptor for this
+            except FileNotFoundError:
+                pass  # opening creates it
+        return os.fstat(self.log_descriptor()).st_size
+
+    @_pinned
+    def read_at(self, position: int, length: int) -> bytes:
+        """``length`` bytes of the log file from ``position`` (fewer at its end)."""
+        return os.pread(self.log_descriptor(), length, position)
+
+    @_pinned
+    def flush(self, indexes: bool = True) -> None:
+        """fsync the log and its indexes; safe to call from a worker thread.
+
+        ``indexes=False`` leaves the offset and time indexes out, for the active
+        segment: recovery rebuilds those from the log, and the first flush after a roll
+        syncs them (:meth:`flush_indexes`) before the segment can be trusted without one.
+        The transaction index is not rebuilt, so it always goes with the log.
+        A segment detached meanwhile (retired, replaced, its log closed) has nothing left to keep.
+        """
+        if self.detached:
+            return
+        try:
+            descriptor = self.log_descriptor()
+        except ClosedSegmentError:
+            return
+        os.fsync(descriptor)
+        if indexes:
+            self.flush_indexes()
+        self.txn_index.flush()
+
+    @_pinned
+    def write_indexes(self) -> None:
+        """Hand the indexes' buffered entries to their files, without fsync (a roll does, on the appending
+        thread; :meth:`flush_indexes` later makes them durable)."""
+        self.offset_index.write_pending()
+        self.time_index.write_pending()
+
+    @_pinned
+    def flush_indexes(self) -> None:
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    def close(self) -> None:
+        """Close the files for good (the log closes, or a retired segment's delete delay ran out). A region
+        being sent keeps its descriptor until the send is over: the last unpin closes it."""
+        with self.cache.lock:
+            self.detached = True
+            self.cache.forget(self)
+            if self.pins:
+                self.closing = True
+            else:
+                self.close_descriptors()
+
+    def unlink(self, keep_open: bool = False) -> None:
+        """Remove the files and detach the segment: nothing reopens its path, which may name another
+        file soon (a new segment at the same offset, a compaction's replacement). Regions handed out
+        before keep reading: the log file stays open for them (or when ``keep_open``: the log still
+        reads the segment), opened now if the cache had closed it, until :meth:`close`; otherwise it
+        closes at once."""
+        with self.cache.lock:
+            keep_open = keep_open or bool(self._regions)
+            if keep_open and not self.detached:
+                self.log_descriptor()
+            self.detached = True
+            self.cache.forget(self)
+            if not keep_open:
+                if self.pins:
+                    self.closing = True
+                else:
+                    self.close_descriptors()
         for path in (self.log_path, self.offset_index.path, self.time_index.path, self.txn_index.path):
             try:
                 os.unlink(path)
@@ -154,18 +295,20 @@ class LogSegment:
 
     # -- appending ------------------------------------------------------------
 
+    @_pinned
     def append(self, data, last_offset: int, max_timestamp: int, offset_of_max_timestamp: int, first_timestamp: int,
                first_offset: int | None = None) -> None:
         """Write whole batches (offsets already stamped) at the end of the file."""
         position = self.size
         view = memoryview(data)
         written = 0
+        descriptor = self.log_descriptor()
         try:
             while written < len(view):
-                written += os.write(self.fd, view[written:])
+                written += os.write(descriptor, view[written:])
         except OSError:
             # Leave no partial batch behind: the log must stay a sequence of whole batches.
-            os.ftruncate(self.fd, position)
+            os.ftruncate(descriptor, position)
             raise
         self._size = position + len(view)
         if first_offset is not None:
@@ -188,17 +331,41 @@ class LogSegment:
     def indexes_full(self) -> bool:
         return self.offset_index.is_full or self.time_index.is_full
 
+    @_pinned
+    def append_aborted(self, aborted: AbortedTxn) -> None:
+        """Note an aborted transaction whose marker this segment holds (the transaction index)."""
+        self.txn_index.append(aborted)
+
+    @_pinned
+    def collect_aborted(self, fetch_offset: int, upper_bound_offset: int) -> TxnIndexSearchResult:
+        return self.txn_index.collect_aborted(fetch_offset, upper_bound_offset)
+
     # -- scanning -------------------------------------------------------------
 
+    # Methods named with an underscore here read through the descriptor without pinning: their callers
+    # hold the pin (a pin costs a lock; a read of one batch would take several).
+
     def _header_at(self, position: int) -> BatchHeader | None:
-        data = os.pread(self.fd, HEADER_SIZE, position)
+        data = os.pread(self.log_descriptor(), HEADER_SIZE, position)
         if len(data) < HEADER_SIZE:
             return None
         return BatchHeader.read(data)
 
     def batches_from(self, position: int = 0, end: int | None = None):
-        """(position, header) of each batch from ``position``; headers only."""
+        """(position, header) of each batch from ``position``; headers only. Pinned a batch at a time:
+        the caller may hold the generator as long as it likes."""
         end = self.size if end is None else end
+        while position + HEADER_SIZE <= end:
+            with self.pinned():
+                header = self._header_at(position)
+            if header is None:
+                return
+            yield position, header
+            position += header.batch_length + LOG_OVERHEAD
+
+    def _batches(self, position: int = 0):
+        """:meth:`batches_from` for a caller holding the pin."""
+        end = self.size
         while position + HEADER_SIZE <= end:
             header = self._header_at(position)
             if header is None:
@@ -206,15 +373,19 @@ class LogSegment:
             yield position, header
             position += header.batch_length + LOG_OVERHEAD
 
+    @_pinned
     def translate(self, offset: int) -> tuple[int, BatchHeader] | None:
-        """The first batch whose last offset is >= ``offset``, via the index."""
+        """The first batch whose last offset is >= ``offset``, via the index: (position, header)."""
+        return self._translate(offset)
+
+    def _translate(self, offset: int) -> tuple[int, BatchHeader] | None:
         recent = self._recent_positions.get(offset)
         if recent is not None:
             header = self._header_at(recent)
             if header is not None and header.base_offset == offset:
                 return recent, header
         position = self._index_lookup(self.offset_index, offset)[1]
-        for batch_position, header in self.batches_from(position):
+        for batch_position, header in self._batches(position):
             if header.last_offset >= offset:
                 return batch_position, header
         return None
@@ -235,6 +406,7 @@ class LogSegment:
         self._size = 0
         self.next_offset = self.base_offset
 
+    @_pinned
     def load_tail(self) -> None:
         """Learn next offset and max timestamp of a segment that needs no recovery."""
         try:
@@ -249,7 +421,7 @@ class LogSegment:
         _, indexed_offset = self.time_index.last_entry()
         _, position = self.offset_index.lookup(indexed_offset)
         self.next_offset = self.base_offset
-        for _, header in self.batches_from(position):
+        for _, header in self._batches(position):
             self.next_offset = header.last_offset + 1
             if header.max_timestamp > self.max_timestamp:
                 self.max_timestamp = header.max_timestamp
@@ -258,6 +430,7 @@ class LogSegment:
         if indexed_timestamp > self.max_timestamp:
             self.max_timestamp, self.offset_of_max_timestamp = indexed_timestamp, indexed_offset
 
+    @_pinned
     def recover(self, expected_base_offset: int | None = None) -> int:
         """Validate every batch, rebuild both indexes, cut the file at the first bad batch.
 
@@ -267,6 +440,7 @@ class LogSegment:
         """
         self._recent_positions.clear()
         size = self.size
+        descriptor = self.log_descriptor()
         position = 0
         # Never below the base offset: an empty segment (the log end after a truncation) ends where it starts.
         next_offset = self.base_offset if expected_base_offset is None else max(expected_base_offset, self.base_offset)
@@ -281,7 +455,7 @@ class LogSegment:
                 reason = "torn header"
                 break
             if position + HEADER_SIZE > chunk_start + len(chunk):
-                chunk_start, chunk = position, os.pread(self.fd, max(_SCAN_CHUNK_BYTES, HEADER_SIZE), position)
+                chunk_start, chunk = position, os.pread(descriptor, max(_SCAN_CHUNK_BYTES, HEADER_SIZE), position)
             header = BatchHeader.read(chunk, position - chunk_start)
             batch_size = header.batch_length + LOG_OVERHEAD
             if header.magic != MAGIC or header.batch_length < HEADER_SIZE - LOG_OVERHEAD:
@@ -291,7 +465,7 @@ class LogSegment:
                 reason = "torn batch"
                 break
             if position + batch_size > chunk_start + len(chunk):
-                chunk_start, chunk = position, os.pread(self.fd, max(_SCAN_CHUNK_BYTES, batch_size), position)
+                chunk_start, chunk = position, os.pread(descriptor, max(_SCAN_CHUNK_BYTES, batch_size), position)
             start = position - chunk_start
             if crc32c(memoryview(chunk)[start + 21 : start + batch_size]) != header.crc:
                 reason = f"CRC mismatch at offset {header.base_offset}"
@@ -317,7 +491,7 @@ class LogSegment:
         truncated = size - position
         if truncated:
             logger.warning("%s: truncating %d bytes at position %d: %s", self.log_path, truncated, position, reason)
-            os.ftruncate(self.fd, position)
+            os.ftruncate(descriptor, position)
             self._size = position
         self.offset_index.rewrite(offset_entries)
         self.time_index.rewrite(time_entries)
@@ -329,10 +503,11 @@ class LogSegment:
 
     # -- reading --------------------------------------------------------------
 
+    @_pinned
     def read(self, start_offset: int, max_bytes: int, upper_bound: int | None, min_one_batch: bool) -> FileRegion | None:
         """A region from the batch holding ``start_offset``, at most ``max_bytes``
         (but a whole first batch when ``min_one_batch``), ending before ``upper_bound``."""
-        found = self.translate(start_offset)
+        found = self._translate(start_offset)
         if found is None:
             return None
         start, first = found
@@ -340,7 +515,7 @@ class LogSegment:
             return None
         end = self.size
         if upper_bound is not None and self.next_offset is not None and upper_bound < self.next_offset:
-            bound = self.translate(upper_bound)
+            bound = self._translate(upper_bound)
             if bound is not None:
                 end = bound[0]  # as Kafka: the batch holding the bound is not visible yet
         length = min(max_bytes, end - start)
@@ -349,14 +524,15 @@ class LogSegment:
             length = min(first_size, end - start)
         if length <= 0:
             return None
-        return FileRegion(self.fd, start, length)
+        return FileRegion(self, start, length)
 
+    @_pinned
     def find_offset_by_timestamp(self, timestamp: int, start_offset: int) -> tuple[int, int] | None:
         """(timestamp, offset) of the first record at or after ``start_offset``
         with a timestamp >= ``timestamp``, or None."""
         _, indexed_offset = self._index_lookup(self.time_index, timestamp)
         _, position = self._index_lookup(self.offset_index, max(indexed_offset, start_offset))
-        for batch_position, header in self.batches_from(position):
+        for batch_position, header in self._batches(position):
             if header.max_timestamp < timestamp or header.last_offset < start_offset:
                 continue
             for offset, record_timestamp in self._record_timestamps(batch_position, header):
@@ -364,18 +540,19 @@ class LogSegment:
                     return record_timestamp, offset
         return None
 
+    @_pinned
     def find_max_timestamp(self, start_offset: int) -> tuple[int, int] | None:
         """(timestamp, offset) of the first record with the largest timestamp at or
         after ``start_offset``, or None. As Kafka: a record's offset, not its batch's."""
         if self.max_timestamp == -1 and self.size:
             self.load_tail()
-        found = self.translate(self.offset_of_max_timestamp)
+        found = self._translate(self.offset_of_max_timestamp)
         if found is not None and found[1].base_offset >= start_offset:
             # Every batch before the one that first reached the maximum stays below it.
             candidates = [found]
         else:
-            begin = self.translate(start_offset)
-            candidates = [] if begin is None else self.batches_from(begin[0])
+            begin = self._translate(start_offset)
+            candidates = [] if begin is None else self._batches(begin[0])
         best = None
         for position, header in candidates:
             if best is not None and header.max_timestamp <= best[0]:
@@ -387,14 +564,15 @@ class LogSegment:
 
     def _record_timestamps(self, position: int, header: BatchHeader):
         """(offset, timestamp) of each record of the batch at ``position``."""
-        _, records = decode_records(os.pread(self.fd, header.batch_length + LOG_OVERHEAD, position))
+        _, records = decode_records(self.read_at(position, header.batch_length + LOG_OVERHEAD))
         for record in records:
             timestamp = header.max_timestamp if header.timestamp_type == 1 else header.base_timestamp + record.timestamp_delta
             yield header.base_offset + record.offset_delta, timestamp
 
+    @_pinned
     def truncate_to(self, offset: int) -> int:
         """Drop the batch holding ``offset`` and all after it; returns bytes removed."""
-        found = self.translate(offset)
+        found = self._translate(offset)
         if found is None:
             # Nothing to cut, but a segment opened lazily only guessed its next offset
             # (the following segment's base): it is about to become the log end.
@@ -403,7 +581,7 @@ class LogSegment:
         position, _ = found
         removed = self.size - position
         self._recent_positions.clear()
-        os.ftruncate(self.fd, position)
+        os.ftruncate(self.log_descriptor(), position)
         self._size = position
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
@@ -411,6 +589,7 @@ class LogSegment:
         self.recover_tail_state()
         return removed
 
+    @_pinned
     def recover_tail_state(self) -> None:
         """Recompute next offset and max timestamp after the end moved back."""
         self.max_timestamp, self.offset_of_max_timestamp = -1, self.base_offset

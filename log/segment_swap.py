@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 import os
 
+from kbroker.log.descriptor_cache import open_descriptor, open_file
 from kbroker.log.segment import segment_file_name
 from kbroker.wire.records import HEADER_SIZE, MAGIC, BatchHeader, MIN_BATCH_LENGTH
 
@@ -62,7 +63,7 @@ def remove_segment_files(directory: str, base_offset: int, state_suffix: str) ->
 
 def fsync_directory(directory: str) -> None:
     """Make renames and deletions in ``directory`` durable."""
-    descriptor = os.open(directory, os.O_RDONLY)
+    descriptor = open_descriptor(directory, os.O_RDONLY)
     try:
         os.fsync(descriptor)
     finally:
@@ -72,8 +73,9 @@ def fsync_directory(directory: str) -> None:
 def swap_in(directory: str, base_offset: int, replaced) -> None:
     """Steps 1-3 above: the cleaned segment at ``base_offset`` replaces the ``replaced`` segments.
 
-    ``replaced`` are the old :class:`LogSegment` objects; their open
-    descriptors keep serving reads after their files are gone.
+    ``replaced`` are the old :class:`LogSegment` objects; their log files stay
+    open and keep serving reads after their names are gone, until the log
+    closes them (``file.delete.delay.ms`` after it took the replacement in).
     """
     try:
         rename_segment_files(directory, base_offset, CLEANED_SUFFIX, SWAP_SUFFIX)
@@ -84,7 +86,7 @@ def swap_in(directory: str, base_offset: int, replaced) -> None:
         remove_segment_files(directory, base_offset, CLEANED_SUFFIX)
         raise
     for segment in replaced:
-        segment.unlink()
+        segment.unlink(keep_open=True)
     rename_segment_files(directory, base_offset, SWAP_SUFFIX, "")
     fsync_directory(directory)
 
@@ -137,7 +139,7 @@ def _next_offset(path: str, base_offset: int) -> int:
     """One past the last offset of the whole batches in a segment file (headers only)."""
     next_offset = base_offset
     position = 0
-    with open(path, "rb") as file:
+    with open_file(path, "rb") as file:
         size = os.fstat(file.fileno()).st_size
         while position + HEADER_SIZE <= size:
             header = BatchHeader.read(os.pread(file.fileno(), HEADER_SIZE, position))

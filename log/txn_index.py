@@ -11,7 +11,10 @@ last_offset (the marker's offset) order.
 import logging
 import os
 import struct
+from collections.abc import Callable
 from typing import Iterator, NamedTuple
+
+from kbroker.log.descriptor_cache import fsync_closed_file, open_descriptor
 
 logger = logging.getLogger("kbroker.log.txn_index")
 
@@ -52,10 +55,12 @@ class TransactionIndex:
     no entries; the first append creates it.
     """
 
-    def __init__(self, path, start_offset: int = 0):
+    def __init__(self, path, start_offset: int = 0, opener: Callable[[str, int, int], int] = open_descriptor):
         self.path = os.fspath(path)
         self.start_offset = start_offset  # the segment's base offset, for sanity_check
+        self._opener = opener  # os.open, or a descriptor cache's (which makes room when out of descriptors)
         self._descriptor: int | None = None
+        self._unsynced = False  # written since the last fsync (perhaps through a descriptor closed since)
         self._size_bytes = 0
         self._last_offset: int | None = None
         # How many bytes of a torn trailing entry were cut off when the file was opened.
@@ -79,11 +84,29 @@ class TransactionIndex:
             raise OSError(f"short write to {self.path}: {written} of {len(data)} bytes")
         self._size_bytes += len(data)
         self._last_offset = aborted_txn.last_offset
+        self._unsynced = True
+
+    @property
+    def is_open(self) -> bool:
+        return self._descriptor is not None
 
     def flush(self) -> None:
-        """fsync what was appended; a no-op if the file was never opened."""
-        if self._descriptor is not None:
-            os.fsync(self._descriptor)
+        """fsync what was appended or truncated since the last flush; a no-op if nothing was.
+
+        May run on the flusher's thread while the owner appends: a file closed since it was written
+        is opened for the fsync alone, leaving the index's own descriptor to the owner."""
+        if not self._unsynced:
+            return
+        self._unsynced = False  # before the fsync: a write after it is not covered and sets it again
+        try:
+            descriptor = self._descriptor
+            if descriptor is not None:
+                os.fsync(descriptor)
+            else:
+                fsync_closed_file(self.path, self._opener)
+        except BaseException:
+            self._unsynced = True
+            raise
 
     def truncate_to(self, offset: int) -> None:
         """Drop the entries whose marker is at or after `offset` (the log was truncated there)."""
@@ -168,7 +191,7 @@ class TransactionIndex:
             return self._descriptor
         flags = os.O_RDWR | getattr(os, "O_CLOEXEC", 0) | (os.O_CREAT if create else 0)
         try:
-            descriptor = os.open(self.path, flags, 0o644)
+            descriptor = self._opener(self.path, flags, 0o644)
         except FileNotFoundError:
             if create:
                 raise
@@ -225,3 +248,4 @@ class TransactionIndex:
     def _truncate_file(self, size_bytes: int) -> None:
         os.ftruncate(self._descriptor, size_bytes)
         self._size_bytes = size_bytes
+        self._unsynced = True

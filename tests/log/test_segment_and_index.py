@@ -271,13 +271,13 @@ def test_a_regions_record_count_is_of_its_whole_batches(segment):
 
 
 def test_a_region_of_what_is_not_a_batch_counts_nothing_and_stops(tmp_path):
-    path = tmp_path / "garbage"
-    path.write_bytes(struct.pack(">qi", 0, -12) + bytes(200))  # a batch length that would not move on
-    fd = os.open(path, os.O_RDONLY)
+    segment = LogSegment(str(tmp_path), 0, SegmentSettings())
+    with open(segment.log_path, "wb") as garbage:
+        garbage.write(struct.pack(">qi", 0, -12) + bytes(200))  # a batch length that would not move on
     try:
-        assert FileRegion(fd, 0, 212).record_count() == 0
+        assert FileRegion(segment, 0, 212).record_count() == 0
     finally:
-        os.close(fd)
+        segment.close()
 
 
 def test_find_offset_by_timestamp_is_the_first_record_at_or_after(segment):
@@ -513,7 +513,7 @@ def test_a_region_outlives_retention_until_the_delete_delay(tmp_path):
     assert region.read() == expected  # handed out before the deletion: still readable
     log.close_retired(now_ms=61_000)
     with pytest.raises(OSError) as closed:
-        os.fstat(region.fd)
+        region.read()  # closed for good: its file is not reopened by a name that is gone
     assert closed.value.errno == errno.EBADF
     log.close()
 
