@@ -48,6 +48,7 @@ from kbroker.server import ListenerServices, Server, ServerLimits
 from kbroker.topics import TopicRequest, topic_log_config
 from kbroker.log.checkpoint import fsync_file_and_directory, kafka_uuid_string
 from kbroker.log.clock import SYSTEM_CLOCK, Clock
+from kbroker.log.descriptor_cache import DESCRIPTORS, describe_limits, open_files_limits, out_of_descriptors
 from kbroker.log.manager import LogManager
 from kbroker.log.segment import SegmentSettings
 from kbroker.wire.errors import ErrorCode
@@ -115,6 +116,16 @@ def settings_from_config(config: BrokerConfig, sockets: dict[str, tuple] | None 
     )
 
 
+def _size_descriptor_cache() -> None:
+    """Size the segments' descriptor cache from the soft RLIMIT_NOFILE as the Broker finds it. A Broker
+    does not raise the limit itself: it may be a library in someone else's process (a test runner, an
+    application), whose limits are not its to change behind the owner's back; the ``kbroker`` command,
+    which owns its process, raises it before (kbroker/cli.py), and the cache keeps any limit safe."""
+    capacity = DESCRIPTORS.fit_to_limit()
+    logger.info("open files limit: %s; segment files open at most %d", describe_limits(*open_files_limits()),
+                capacity)
+
+
 class Broker:
     def __init__(self, settings: BrokerSettings, config: BrokerConfig | None = None, quorum=None,
                  directories: DataDirectories | None = None, clock: Clock = SYSTEM_CLOCK) -> None:
@@ -137,6 +148,7 @@ class Broker:
         # (kbroker/config/dynamic.py), set once the image is read below.
         self.static_config = self.config = config or BrokerConfig.load()
         self.config_layers = ConfigLayers(self.static_config)
+        _size_descriptor_cache()
         self.logs = LogManager(settings.data_dir, clock)
         # This process's member of the metadata quorum: a Controller or a QuorumObserver, given by the
         # kbroker command in a cluster; alone, the sole voter of a quorum of one, made here.
@@ -323,7 +335,12 @@ class Broker:
 
         async def remove() -> None:
             await trio.to_thread.run_sync(self.logs.remove_directory, renamed)
-            await self.checkpoint_logs()
+            try:
+                await self.checkpoint_logs()
+            except OSError as error:
+                if not out_of_descriptors(error):
+                    raise
+                logger.warning("checkpoint after deleting %s-%d put off to the next one: %s", topic, index, error)
 
         self._nursery.start_soon(remove)
 
@@ -563,6 +580,11 @@ def _fsync_all(paths: list[str]) -> None:
             fsync_file_and_directory(path)
         except FileNotFoundError:
             pass  # the partition was deleted meanwhile
+        except OSError as error:
+            if not out_of_descriptors(error):
+                raise
+            # Not lost: a partition.metadata missing or empty after a crash is written again at the next open.
+            logger.warning("%s not fsynced: %s", path, error)
 
 
 def _cluster_id(data_dir: str, node_id: int) -> str:

@@ -22,6 +22,7 @@ from kbroker import __version__
 from kbroker.config import BrokerConfig, ConfigError
 from kbroker.data_directories import DataDirectories
 from kbroker.listen import bind_listeners
+from kbroker.log.descriptor_cache import DESCRIPTORS, describe_limits, raise_open_files_limit
 from kbroker.event_log import configure as configure_logging
 from kbroker.tools.mirror import __doc__ as mirror_description
 from kbroker.tools.mirror import add_arguments as add_mirror_arguments
@@ -108,6 +109,15 @@ def _interpreter_start_ms() -> float:
 _MAIN_STARTED = time.perf_counter()
 
 
+def _raise_open_files_limit() -> None:
+    """The command owns its process: the soft RLIMIT_NOFILE goes up to the hard limit (as Kafka's packages
+    ask of their users), and the logs' descriptor cache is sized from it (kbroker/log/descriptor_cache.py)."""
+    soft_before, soft, hard = raise_open_files_limit()
+    DESCRIPTORS.fit_to_limit()
+    raised = f" (raised from {soft_before})" if soft != soft_before else " (nothing to raise)"
+    logger.info("open files limit: %s%s", describe_limits(soft, hard), raised)
+
+
 def main(argv: list[str] | None = None) -> int:
     started_at = time.perf_counter()
     arguments = parse_arguments(sys.argv[1:] if argv is None else argv)
@@ -133,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as error:
         print(f"kbroker: {error}", file=sys.stderr)
         return 2
+    _raise_open_files_limit()  # before any log opens a file
     roles = set(config.process_roles)
     in_quorum = "controller" in roles and not config.is_embedded_quorum
     controllers = config.controller_listener_names

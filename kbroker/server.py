@@ -29,6 +29,7 @@ import trio
 
 from kbroker.handlers import HANDLERS, Deferred
 from kbroker.handlers.api_versions import api_versions_response
+from kbroker.log.descriptor_cache import out_of_descriptors
 from kbroker.event_log import log_answer
 from kbroker.security.listener import ListenerSecurity, principal_of_certificate
 from kbroker.security.quotas import REQUEST_PERCENTAGE, ClientQuotas
@@ -47,6 +48,7 @@ _DIRECT_READ_BYTES = 64 * 1024  # the rest of a frame this large is read straigh
 _TLS_HANDSHAKE_S = 10
 _QUOTA_EXEMPT = {18, 17, 36}  # ApiVersions and SASL: a throttled client must still be able to connect
 _TLS_REGION_CHUNK_BYTES = 256 * 1024
+_ACCEPT_BACKOFF_S = (0.05, 1.0)  # out of descriptors, accepting again after this, doubling up to that
 
 
 @dataclass
@@ -117,6 +119,7 @@ class Server:
             listeners = [trio.SocketListener(trio.socket.from_stdlib_socket(sock)) for sock in sockets]
         else:
             listeners = await trio.open_tcp_listeners(port, host=host)
+        listeners = [_PatientListener(listener) for listener in listeners]
         task_status.started(listeners)
         await trio.serve_listeners(self._connection, listeners)
 
@@ -388,6 +391,40 @@ async def send_response(sink, frame) -> None:
         await sink.send_region(region)
         sent = offset
     await sink.send_bytes(view[sent:])
+
+
+class _PatientListener(trio.abc.Listener):
+    """A listener that waits out a lack of file descriptors (EMFILE, ENFILE) in accept: new connections
+    stay in the backlog, the ones served go on, and accepting resumes once descriptors are free, with a
+    line in the log at each end. (trio's serve_listeners would retry every 100 ms, logging a traceback
+    each time.)"""
+
+    def __init__(self, listener: trio.SocketListener) -> None:
+        self.listener = listener
+        self.socket = listener.socket
+
+    async def accept(self) -> trio.SocketStream:
+        delay_s, delay_max_s = _ACCEPT_BACKOFF_S
+        waited_s = 0.0
+        while True:
+            try:
+                stream = await self.listener.accept()
+            except OSError as error:
+                if not out_of_descriptors(error):
+                    raise
+                if not waited_s:
+                    logger.warning("out of file descriptors (%s): new connections wait until some are free",
+                                   os.strerror(error.errno))
+                await trio.sleep(delay_s)
+                waited_s += delay_s
+                delay_s = min(delay_s * 2, delay_max_s)
+                continue
+            if waited_s:
+                logger.warning("accepting connections again, after %.1f s out of file descriptors", waited_s)
+            return stream
+
+    async def aclose(self) -> None:
+        await self.listener.aclose()
 
 
 class _SocketSink:

@@ -11,6 +11,7 @@ requests.
 
 from __future__ import annotations
 
+import logging
 import time
 
 import trio
@@ -22,6 +23,7 @@ from kbroker.handlers.partition_guard import guard_topic
 from kbroker.security.acls import AclOperation
 from kbroker.security.authorization import allowed_on_cluster
 from kbroker.security.quotas import CONSUMER_BYTE_RATE
+from kbroker.log.descriptor_cache import out_of_descriptors
 from kbroker.log.partition_log import OffsetOutOfRange
 from kbroker.wire.errors import ErrorCode
 from kbroker.wire.primitives import ZERO_UUID
@@ -32,6 +34,8 @@ FetchResponse = API_BY_NAME["Fetch"].response_class
 TopicResult = FetchResponse.FetchableTopicResponse
 PartitionResult = TopicResult.PartitionData
 AbortedTransaction = PartitionResult.AbortedTransaction
+
+logger = logging.getLogger("kbroker.handlers.fetch")
 
 READ_COMMITTED = 1
 _HINTED = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH)
@@ -145,15 +149,24 @@ def _read_partition(partition, wanted, request, result, budget: int, first: bool
         return 0
     try:
         region = log.read(wanted.fetch_offset, min(budget, wanted.partition_max_bytes), upper_bound, min_one_batch=first)
+        if region is not None and request.isolation_level == READ_COMMITTED:
+            aborted = log.collect_aborted_transactions(wanted.fetch_offset, upper_bound)
+            result.aborted_transactions = [AbortedTransaction(producer_id=a.producer_id, first_offset=a.first_offset)
+                                           for a in aborted]
     except OffsetOutOfRange:
         result.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
+        return 0
+    except OSError as error:
+        if not out_of_descriptors(error):
+            raise
+        # As Kafka answers an I/O error reading a log (its ReplicaManager.readFromLog); retriable. Unlike
+        # Kafka the log directory stays online: a descriptor limit says nothing about the disk.
+        logger.warning("%s-%d: fetch answered KAFKA_STORAGE_ERROR: %s", partition.topic, partition.index, error)
+        result.error_code = ErrorCode.KAFKA_STORAGE_ERROR
         return 0
     if region is None:
         return 0
     result.records = region
-    if request.isolation_level == READ_COMMITTED:
-        aborted = log.collect_aborted_transactions(wanted.fetch_offset, upper_bound)
-        result.aborted_transactions = [AbortedTransaction(producer_id=a.producer_id, first_offset=a.first_offset) for a in aborted]
     return region.length
 
 

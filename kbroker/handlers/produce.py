@@ -11,6 +11,8 @@ in Kafka), acks=all once it is fsynced.
 
 from __future__ import annotations
 
+import logging
+
 import trio
 
 from kbroker import handlers
@@ -22,10 +24,13 @@ from kbroker.security.authorization import allowed
 from kbroker.security.quotas import PRODUCER_BYTE_RATE
 from kbroker.txn.verification import add_to_transaction, ask_remote_coordinator, verify_in_transaction
 from kbroker.log.append_origin import AppendOrigin
+from kbroker.log.descriptor_cache import out_of_descriptors
 from kbroker.log.partition_log import ProducerStateError
 from kbroker.log.validator import BatchRefused, ProducedBatches, read_produced, validate_produce
 from kbroker.wire.errors import ErrorCode
 from kbroker.wire.schema import API_BY_NAME
+
+logger = logging.getLogger("kbroker.handlers.produce")
 
 ProduceResponse = API_BY_NAME["Produce"].response_class
 TopicResult = ProduceResponse.TopicProduceResponse
@@ -71,9 +76,16 @@ async def handle(broker: HandlerNode, context, request):
 
         async def committed():
             with trio.move_on_after(max(request.timeout_ms, 0) / 1000):
-                for _, partition, last_offset, _ in durable_waits:  # their fsyncs are all under way already
-                    await partition.wait_committed(last_offset)
+                for _, partition, last_offset, result in durable_waits:  # their fsyncs are all under way already
+                    try:
+                        await partition.wait_committed(last_offset)
+                    except OSError as error:
+                        if not out_of_descriptors(error):
+                            raise
+                        result.error_code = ErrorCode.KAFKA_STORAGE_ERROR  # the fsync could not open its files
             for topic, partition, last_offset, result in durable_waits:
+                if result.error_code == ErrorCode.KAFKA_STORAGE_ERROR:
+                    continue
                 if partition.high_watermark <= last_offset:
                     result.error_code = ErrorCode.REQUEST_TIMED_OUT  # written here, not (yet) on the whole ISR
                 elif len(partition.isr) < broker.min_insync_replicas(topic):
@@ -156,6 +168,15 @@ def _append(broker: HandlerNode, transactional_id: str | None, partition, produc
     except ProducerStateError as error:
         result.error_code = error.error_code
         result.error_message = str(error)
+        return None
+    except OSError as error:
+        if not out_of_descriptors(error):
+            raise
+        # As Kafka answers an I/O error appending (ReplicaManager.appendToLocalLog); producers retry it.
+        # Unlike Kafka the log directory stays online: a descriptor limit says nothing about the disk.
+        logger.warning("%s-%d: produce answered KAFKA_STORAGE_ERROR: %s", partition.topic, partition.index, error)
+        result.error_code = ErrorCode.KAFKA_STORAGE_ERROR
+        result.error_message = "out of file descriptors"
         return None
     result.base_offset = appended.first_offset
     result.log_append_time_ms = appended.log_append_time

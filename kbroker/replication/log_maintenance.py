@@ -17,14 +17,28 @@ records' timestamps are wall-clock milliseconds; the rounds are paced by trio's 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
 import trio
 
 from kbroker.log.cleaner import clean, cleanable_range
 from kbroker.log.clock import SYSTEM_CLOCK, Clock
+from kbroker.log.descriptor_cache import out_of_descriptors
 
 logger = logging.getLogger(__name__)
+
+
+@contextlib.contextmanager
+def _next_round_if_out_of_descriptors(work: str, key: tuple[str, int]):
+    """Out of file descriptors, a partition's retention or compaction waits for the next round; the broker
+    goes on (a clean is abandoned whole, crash-safely: kbroker/log/segment_swap.py)."""
+    try:
+        yield
+    except OSError as error:
+        if not out_of_descriptors(error):
+            raise
+        logger.warning("%s-%d: %s put off to the next round: %s", *key, work, error)
 
 
 class LogMaintenance:
@@ -56,17 +70,19 @@ class LogMaintenance:
     async def enforce_retention(self) -> None:
         for key, log in list(self.logs.logs.items()):
             if log.config.delete:
-                deleted = log.apply_retention(self.clock.wall_ms())
-                if deleted:
-                    logger.info("%s-%d: retention deleted %d segment(s); log starts at %d", *key, len(deleted),
-                                log.log_start_offset)
+                with _next_round_if_out_of_descriptors("retention", key):
+                    deleted = log.apply_retention(self.clock.wall_ms())
+                    if deleted:
+                        logger.info("%s-%d: retention deleted %d segment(s); log starts at %d", *key, len(deleted),
+                                    log.log_start_offset)
             await trio.lowlevel.checkpoint()
 
     async def compact(self) -> None:
         for key, log in list(self.logs.logs.items()):
-            if log.config.compact and self._worth_cleaning(key, log):
-                result = clean(log, now_ms=self.clock.wall_ms(), first_dirty_offset=self.first_dirty.get(key))
-                self.first_dirty[key] = result.next_dirty_offset
+            with _next_round_if_out_of_descriptors("compaction", key):
+                if log.config.compact and self._worth_cleaning(key, log):
+                    result = clean(log, now_ms=self.clock.wall_ms(), first_dirty_offset=self.first_dirty.get(key))
+                    self.first_dirty[key] = result.next_dirty_offset
             await trio.lowlevel.checkpoint()
 
     def _worth_cleaning(self, key, log) -> bool:
