@@ -263,8 +263,12 @@ class Log:
         for segment, following in zip(self.segments, self.segments[1:]):
             if segment.next_offset is None:
                 segment.next_offset = following.base_offset
-        for segment in self.segments[first:]:
-            segment.flush()
+        if truncated_at is not None or self.log_end_offset > recovery_point:
+            # What recovery kept past the recovery point may not have reached the disk (a process crash
+            # leaves it in the page cache), and a cut should stay cut. Below the recovery point all was
+            # fsynced before it was checkpointed: a restart after a clean stop fsyncs nothing.
+            for segment in self.segments[first:]:
+                segment.flush()
         self.recovery_point = self.log_end_offset
         self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
 

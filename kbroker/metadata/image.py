@@ -139,7 +139,8 @@ def apply_record(image: MetadataImage, record) -> MetadataImage:
             adding=old.adding if record.adding_replicas is None else tuple(record.adding_replicas),
             removing=old.removing if record.removing_replicas is None else tuple(record.removing_replicas),
             partition_epoch=old.partition_epoch + 1)
-        partitions = tuple(partition if p.partition == record.partition_id else p for p in topic.partitions)
+        index = record.partition_id  # partitions are kept in order, by their index (see ``old`` above)
+        partitions = topic.partitions[:index] + (partition,) + topic.partitions[index + 1:]
         topics = {**topics, topic.name: replace(topic, partitions=partitions)}
     elif isinstance(record, records.RegisterBrokerRecord):
         endpoint = record.end_points[0]
