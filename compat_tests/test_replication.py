@@ -118,6 +118,15 @@ def replica_logs(cluster: Quorum) -> dict:
     return copies
 
 
+def stop_and_check(cluster: Quorum, writer: Writer):
+    """The checker's verdict on what ``writer`` was told, what a consumer reads back from the cluster and
+    every replica's log, read once the nodes are stopped."""
+    read = read_back(",".join(node.bootstrap for node in cluster.nodes))
+    for node in cluster.nodes:
+        node.stop()
+    return check(writer.acknowledged, read, replica_logs(cluster))
+
+
 def kill_and_restart(cluster: Quorum, victim) -> None:
     victim.kill()
     time.sleep(2.5)  # the others fence it, elect new leaders and go on without it
@@ -179,10 +188,7 @@ def test_no_acknowledged_write_is_lost_under_a_nemesis(tmp_path, fault):
         writer.thread.join(180)
         until(lambda: all(node.running for node in cluster.nodes), 5, "every node up")
         time.sleep(4)  # followers catch up and rejoin the ISR
-        read = read_back(",".join(node.bootstrap for node in cluster.nodes))
-        for node in cluster.nodes:
-            node.stop()
-        verdict = check(writer.acknowledged, read, replica_logs(cluster))
+        verdict = stop_and_check(cluster, writer)
         print(f"\nnemesis: {len(faults)} x {fault.__name__} of a leader (brokers {faults}); {verdict}; "
               f"{writer.failed} writes not acknowledged")
         assert verdict.acknowledged > 1000 and len(faults) >= CYCLES - 1

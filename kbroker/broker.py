@@ -29,7 +29,7 @@ from kbroker.config.dynamic import ConfigLayers
 from kbroker.lifecycle import BrokerLifecycle
 from kbroker.listen import bind_listeners
 from kbroker.replication.fetcher import ReplicaFetchers
-from kbroker.replication.flusher import Flusher, flush_dirty_logs
+from kbroker.replication.flusher import Flusher, flush_dirty_logs, injected_failure
 from kbroker.replication.isr import IsrManager
 from kbroker.txn.remote import VerificationGuards
 from kbroker.group.shell import GroupShell
@@ -461,7 +461,8 @@ class Broker:
             from kbroker import metrics
 
             self.metrics = self.services.metrics = metrics.BrokerMetrics(self)
-        self.flusher = Flusher(self.metrics.fsync_seconds.observe if self.metrics is not None else None)
+        self.flusher = Flusher(self.metrics.fsync_seconds.observe if self.metrics is not None else None,
+                               fails_if=injected_failure(self.settings.data_dir))
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery

@@ -25,6 +25,7 @@ is the partition's to decide, and it decides no (kbroker/replication/replica.py,
 from __future__ import annotations
 
 import ctypes
+import errno
 import logging
 import os
 import threading
@@ -38,14 +39,27 @@ logger = logging.getLogger("kbroker.replication.flusher")
 Done = Callable[[object, BaseException | None], None]  # (job, error), called in the trio thread
 SYNCFS_MIN_JOBS = 16  # from this many waiting flush jobs, one syncfs instead of their fsyncs
 
+# Test-only: names a file (relative to the data directory) whose existence fails every fsync with EIO.
+FAIL_FSYNC_ENV = "KBTEST_FSYNC_FAILS_IF"
+
 _libc = ctypes.CDLL(None, use_errno=True)
 _syncfs = getattr(_libc, "syncfs", None)  # Linux only; elsewhere every job runs its own fsyncs
 
 
+def injected_failure(data_dir: str) -> str | None:
+    """The file whose existence makes the flusher's fsyncs fail, where the environment names one
+    (``KBTEST_FSYNC_FAILS_IF``, for the tests: compat_tests/test_fsync_failure.py), else None."""
+    name = os.environ.get(FAIL_FSYNC_ENV)
+    return os.path.join(data_dir, name) if name else None
+
+
 class Flusher:
-    def __init__(self, observe_seconds: Callable[[float], None] | None = None) -> None:
-        """``observe_seconds`` (thread-safe) is told how long each round of fsyncs took (metrics)."""
+    def __init__(self, observe_seconds: Callable[[float], None] | None = None, *,
+                 fails_if: str | None = None) -> None:
+        """``observe_seconds`` (thread-safe) is told how long each round of fsyncs took (metrics).
+        ``fails_if`` (tests only, :func:`injected_failure`): while that file exists, every fsync fails."""
         self._observe_seconds = observe_seconds
+        self._fails_if = fails_if
         self._token = trio.lowlevel.current_trio_token()
         self._pending: list[tuple[object, Done]] = []
         self._wake = threading.Condition()
@@ -76,7 +90,10 @@ class Flusher:
                     return
             started = time.perf_counter()
             try:
-                if len(batch) >= SYNCFS_MIN_JOBS and _syncfs is not None:
+                if self._fails_if is not None and os.path.exists(self._fails_if):
+                    logger.error("fsync failed: injected (%s exists)", self._fails_if)
+                    results = [(job, done, OSError(errno.EIO, "Input/output error (injected)")) for job, done in batch]
+                elif len(batch) >= SYNCFS_MIN_JOBS and _syncfs is not None:
                     results = _sync_filesystems(batch)
                 else:
                     results = [(job, done, _run_job(job)) for job, done in batch]

@@ -112,9 +112,24 @@ FSYNC_FAILED = OSError(errno.EIO, "Input/output error")
 
 def fail_writes(node, flusher: MemoryFlusher, topic: str, how: str | None) -> None:
     """From now on, the appends to ``topic``-0 (a FailingAppends) fail ("append"), or every fsync ("fsync"),
-    or neither (None)."""
-    node.partition(topic, 0).failing = FULL_DISK if how == "append" else None
+    or neither (None). After a failed fsync the partition stays offline (kbroker/replication/replica.py):
+    for writes to work again it is reopened as a restart would, on a disk that dropped what was not fsynced."""
+    wrapper = node.partition(topic, 0)
     flusher.failing = FSYNC_FAILED if how == "fsync" else None
+    if how is None and wrapper.offline is not None:
+        wrapper.partition = restarted(node, wrapper.partition)
+    wrapper.failing = FULL_DISK if how == "append" else None
+
+
+def restarted(node, partition: Partition) -> Partition:
+    """``partition`` closed and opened again through ``node``'s open_replica, its log cut back to the
+    last offset fsynced before (the kernel may have dropped the rest: fsyncgate)."""
+    durable = partition.log.recovery_point
+    partition.log.close()
+    state = node.image.topics[partition.topic].partitions[partition.index]
+    reopened = node.open_replica(partition.topic, partition.index, state, node.node_id)
+    reopened.log.truncate_to(durable)
+    return reopened
 
 
 async def running(shell, nursery):

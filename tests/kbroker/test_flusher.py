@@ -174,3 +174,30 @@ async def test_a_job_that_breaks_the_batch_path_still_reports_to_its_waiters():
         await done.wait()
     flusher.stop()
     assert [job for job, _ in reports] == [holder, *odd] and all(error is None for _, error in reports)
+
+
+async def test_the_injected_failure_fails_every_fsync_while_its_file_exists(tmp_path):
+    """KBTEST_FSYNC_FAILS_IF's file (kbroker/replication/flusher.py): present, jobs report EIO unrun."""
+    failing = tmp_path / "fsync-fails"
+    flusher = Flusher(fails_if=str(failing))
+    reports = []
+    done = trio.Event()
+
+    def report(job, error):
+        reports.append((job, error))
+        if len(reports) == 2:
+            done.set()
+
+    unrun, run = Job(), Job()
+    failing.touch()
+    flusher.submit(unrun, report)
+    with trio.fail_after(10):
+        while not reports:
+            await trio.sleep(0.01)
+    failing.unlink()
+    flusher.submit(run, report)
+    with trio.fail_after(10):
+        await done.wait()
+    flusher.stop()
+    assert reports[0][0] is unrun and reports[0][1].errno == 5 and unrun.thread is None
+    assert reports[1] == (run, None) and run.thread == "kbroker-flusher"
