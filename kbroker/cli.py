@@ -12,6 +12,7 @@ the broker cleanly: listeners close, logs are flushed and checkpointed.
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import os
 import signal
@@ -78,13 +79,16 @@ def _refuse_mixed_options(parser: argparse.ArgumentParser, arguments: argparse.N
         parser.error(f"{' and '.join(broker_options)}: only for starting a broker, not for kbroker {arguments.command}")
 
 
-async def serve(server, started_at: float, data_dir: str) -> None:
-    """Run a broker or a controller until SIGINT or SIGTERM; a controller hands its leadership over first."""
+async def serve(server, started_at: float, data_dir: str, ready: list | None = None) -> None:
+    """Run a broker or a controller until SIGINT or SIGTERM; a controller hands its leadership over first.
+    ``ready`` gets True appended once it serves."""
     import trio
 
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:
             await nursery.start(server.run)
+            if ready is not None:
+                ready.append(True)
             elapsed_ms = (time.perf_counter() - started_at) * 1000 + _interpreter_start_ms()
             logger.info("kbroker %s ready on %s in %.0f ms (data in %s)", __version__, ", ".join(server.addresses()),
                         elapsed_ms, data_dir)
@@ -158,6 +162,8 @@ def main(argv: list[str] | None = None) -> int:
             return 1
     import trio  # the slow imports come after the ports are open (kbroker/listen.py says why)
 
+    from kbroker.raft.store import CorruptStore
+
     try:  # a listener's TLS or SASL settings are read here
         quorum = None  # this process's member of the metadata quorum: a voter, an observer, or (a single node) made by the broker
         if in_quorum:
@@ -176,9 +182,47 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as error:
         print(f"kbroker: {error}", file=sys.stderr)
         return 2
-    trio.run(serve, node, started_at, config.get("log.dirs")[0])
+    except OSError as error:  # the machine refused: a full disk, no descriptors, unreadable files
+        print(f"kbroker: cannot start: {machine_problem(error)}", file=sys.stderr)
+        return 1
+    except CorruptStore as error:
+        print(f"kbroker: cannot start: {error}", file=sys.stderr)
+        return 1
+    ready: list = []
+    try:
+        trio.run(serve, node, started_at, config.get("log.dirs")[0], ready)
+    except BaseException as raised:
+        error = _os_error_in(raised)
+        if error is None or ready:  # a failure once serving keeps its traceback: it is a bug to see
+            raise
+        print(f"kbroker: cannot start: {machine_problem(error)}", file=sys.stderr)
+        return 1
     logger.info("stopped")
     return 0
+
+
+_ADVICE = {errno.ENOSPC: "free some space there", errno.EDQUOT: "free some space there or raise the quota",
+           errno.EMFILE: "raise the open files limit (ulimit -n)", errno.ENFILE: "the system is out of open files",
+           errno.EACCES: "give this user access to it", errno.EROFS: "the file system is read-only",
+           errno.EIO: "the disk reported an I/O error"}
+
+
+def machine_problem(error: OSError) -> str:
+    """One line for an OSError the machine raised: what failed, on which path, and what to do."""
+    where = f" ({error.filename})" if error.filename else ""
+    advice = _ADVICE.get(error.errno)
+    return f"{error.strerror or error}{where}" + (f": {advice}" if advice else "")
+
+
+def _os_error_in(raised: BaseException) -> OSError | None:
+    """The OSError a failed start ended with, however deep in trio's exception groups; None if another."""
+    if isinstance(raised, OSError):
+        return raised
+    if isinstance(raised, BaseExceptionGroup):
+        found = [_os_error_in(inner) for inner in raised.exceptions]
+        if found and all(error is not None for error in found):
+            return found[0]
+    return None
 
 
 if __name__ == "__main__":

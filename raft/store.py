@@ -32,6 +32,11 @@ from kbroker.raft.messages import Entry, Ready, Snapshot, SnapshotId
 from kbroker.wire.records import iter_batches
 
 QUORUM_STATE = "quorum-state"
+
+
+class CorruptStore(Exception):
+    """What the node keeps on disk cannot be read as it was written: it cannot start on it."""
+
 SNAPSHOT_SUFFIX = ".checkpoint"
 _READ_BYTES = 4 * 1024 * 1024
 
@@ -82,10 +87,13 @@ class RaftStore:
         path = os.path.join(self.directory, QUORUM_STATE)
         if not os.path.exists(path):
             return 0, None
-        with open(path) as file:
-            state = json.load(file)
-        voted = state.get("votedId", -1)
-        return state["leaderEpoch"], None if voted < 0 else voted
+        try:
+            with open(path) as file:
+                state = json.load(file)
+            voted = state.get("votedId", -1)
+            return int(state["leaderEpoch"]), None if voted < 0 else int(voted)
+        except (ValueError, KeyError, TypeError, AttributeError) as error:
+            raise CorruptStore(f"{path}: not a readable quorum state ({error})") from None
 
     def _latest_snapshot(self) -> Snapshot | None:
         ids = self.snapshot_ids()
