@@ -31,6 +31,8 @@ async def handle(broker, context, request):
                 PartitionResult(partition_index=index, partition_size=log.size_bytes, offset_lag=0, is_future_key=False)
             )
     log_dir = os.path.abspath(broker.logs.log_dir)
+    if broker.log_dir_offline is not None:  # as Kafka describes an offline log directory
+        return DescribeLogDirsResponse(results=[DirResult(error_code=ErrorCode.KAFKA_STORAGE_ERROR, log_dir=log_dir, topics=[])])
     try:
         disk = os.statvfs(log_dir)
     except OSError:
