@@ -427,6 +427,17 @@ class Broker:
         if not self.alone:  # alone there is no other replica to lead: clients are told KAFKA_STORAGE_ERROR
             self.lifecycle.storage_offline()
 
+    def _close_offline_logs(self) -> None:
+        """The logs of an offline directory closed as they are: LogManager.close would fsync them and
+        checkpoint their recovery points at their log ends, the retried fsync storage_failed refuses. The
+        restart recovers them from the last checkpoint written while the directory was online."""
+        for key, log in list(self.logs.logs.items()):
+            try:
+                log.close()
+            except OSError as error:
+                logger.warning("%s-%d of the offline log directory not closed cleanly: %s", *key, error)
+        self.logs.logs.clear()
+
     def replicas(self) -> list[Partition]:
         """Every partition replica opened on this broker so far (a copy: safe to iterate across awaits)."""
         return list(self._partitions.values())
@@ -499,10 +510,11 @@ class Broker:
                 task_status.started((endpoint.host, endpoint.port))
         finally:
             # Off the event loop: the flusher finishes its fsyncs, then the logs take their producer
-            # snapshots and checkpoints as they close.
+            # snapshots and checkpoints as they close (an offline directory's: no fsync, no checkpoint).
             with trio.CancelScope(shield=True):
                 await trio.to_thread.run_sync(self.flusher.stop)
-                await trio.to_thread.run_sync(self.logs.close)
+                await trio.to_thread.run_sync(self.logs.close if self.log_dir_offline is None
+                                              else self._close_offline_logs)
             if self._owns_directories:
                 self.directories.release()
 

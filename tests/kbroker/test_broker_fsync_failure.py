@@ -60,3 +60,8 @@ async def test_a_broker_whose_fsyncs_fail_answers_kafka_storage_error_and_stays_
         ready, why = broker.readiness()
         assert not ready and "log directory offline" in why
         nursery.cancel_scope.cancel()
+    # Stopped without the last fsync and checkpoint a clean stop makes: the recovery point stays where
+    # the last fsync that succeeded left it, so the restart recovers (checks) everything after it.
+    checkpoint = data_dir / "recovery-point-offset-checkpoint"
+    written = checkpoint.read_text().split("\n") if checkpoint.exists() else []
+    assert f"{TOPIC} 0 2" not in written, written
