@@ -49,6 +49,7 @@ _TLS_HANDSHAKE_S = 10
 _QUOTA_EXEMPT = {18, 17, 36}  # ApiVersions and SASL: a throttled client must still be able to connect
 _TLS_REGION_CHUNK_BYTES = 256 * 1024
 _ACCEPT_BACKOFF_S = (0.05, 1.0)  # out of descriptors, accepting again after this, doubling up to that
+_ACCEPT_REFUSED_LOG_S = 10.0
 
 
 @dataclass
@@ -395,33 +396,32 @@ async def send_response(sink, frame) -> None:
 
 class _PatientListener(trio.abc.Listener):
     """A listener that waits out a lack of file descriptors (EMFILE, ENFILE) in accept: new connections
-    stay in the backlog, the ones served go on, and accepting resumes once descriptors are free, with a
-    line in the log at each end. (trio's serve_listeners would retry every 100 ms, logging a traceback
-    each time.)"""
+    stay in the backlog, the ones served go on, and accepting resumes once descriptors are free. One line
+    in the log every ``_ACCEPT_REFUSED_LOG_S`` at most while it lasts (trio's serve_listeners would retry
+    every 100 ms, logging a traceback each time)."""
 
     def __init__(self, listener: trio.SocketListener) -> None:
         self.listener = listener
         self.socket = listener.socket
+        self._refused = 0  # accepts refused since the last line in the log
+        self._logged_at: float | None = None  # trio's clock when that line was
 
     async def accept(self) -> trio.SocketStream:
         delay_s, delay_max_s = _ACCEPT_BACKOFF_S
-        waited_s = 0.0
         while True:
             try:
-                stream = await self.listener.accept()
+                return await self.listener.accept()
             except OSError as error:
                 if not out_of_descriptors(error):
                     raise
-                if not waited_s:
-                    logger.warning("out of file descriptors (%s): new connections wait until some are free",
-                                   os.strerror(error.errno))
+                self._refused += 1
+                if self._logged_at is None or trio.current_time() - self._logged_at >= _ACCEPT_REFUSED_LOG_S:
+                    logger.warning("out of file descriptors (%s): new connections wait until some are free "
+                                   "(accept refused %d time(s) since the last such line)",
+                                   os.strerror(error.errno), self._refused)
+                    self._logged_at, self._refused = trio.current_time(), 0
                 await trio.sleep(delay_s)
-                waited_s += delay_s
                 delay_s = min(delay_s * 2, delay_max_s)
-                continue
-            if waited_s:
-                logger.warning("accepting connections again, after %.1f s out of file descriptors", waited_s)
-            return stream
 
     async def aclose(self) -> None:
         await self.listener.aclose()

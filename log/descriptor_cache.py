@@ -167,17 +167,19 @@ class DescriptorCache:
         except OSError as error:
             if error.errno not in OUT_OF_DESCRIPTORS:
                 raise
-            closed = self.make_room()
-            logger.warning("out of file descriptors opening %s: closed %d idle segments' files, trying again",
-                           path, closed)
+            self.make_room(path)
         return os.open(path, flags, mode)
 
-    def make_room(self) -> int:
-        """Close the files of the least recently used half of the idle holders; returns how many were closed."""
+    def make_room(self, path: str) -> int:
+        """Out of descriptors opening ``path``: close the files of the least recently used half of the idle
+        holders; returns how many were closed."""
         with self.lock:
             before = self.evictions
             self._evict_to(self.open_descriptors // 2)
-            return self.evictions - before
+            closed = self.evictions - before
+        logger.warning("out of file descriptors opening %s: closed %d idle segments' files, trying again", path,
+                       closed)
+        return closed
 
     def close_idle(self) -> int:
         """Close every unpinned holder's files (they reopen on use); returns how many were closed."""
@@ -230,5 +232,5 @@ def open_file(path: str, mode: str = "rb"):
     except OSError as error:
         if error.errno not in OUT_OF_DESCRIPTORS:
             raise
-        DESCRIPTORS.make_room()
+        DESCRIPTORS.make_room(path)
     return open(path, mode)
