@@ -25,6 +25,7 @@ from kbroker.security.quotas import PRODUCER_BYTE_RATE
 from kbroker.txn.verification import add_to_transaction, ask_remote_coordinator, verify_in_transaction
 from kbroker.log.append_origin import AppendOrigin
 from kbroker.log.descriptor_cache import out_of_descriptors
+from kbroker.log.offline import LogDirOffline
 from kbroker.log.partition_log import ProducerStateError
 from kbroker.log.validator import BatchRefused, ProducedBatches, read_produced, validate_produce
 from kbroker.wire.errors import ErrorCode
@@ -80,9 +81,10 @@ async def handle(broker: HandlerNode, context, request):
                     try:
                         await partition.wait_committed(last_offset)
                     except OSError as error:
-                        if not out_of_descriptors(error):
+                        if not (out_of_descriptors(error) or isinstance(error, LogDirOffline)):
                             raise
-                        result.error_code = ErrorCode.KAFKA_STORAGE_ERROR  # the fsync could not open its files
+                        # the fsync could not open its files, or failed: the log directory is offline
+                        result.error_code = ErrorCode.KAFKA_STORAGE_ERROR
             for topic, partition, last_offset, result in durable_waits:
                 if result.error_code == ErrorCode.KAFKA_STORAGE_ERROR:
                     continue
@@ -167,6 +169,10 @@ def _append(broker: HandlerNode, transactional_id: str | None, partition, produc
         appended = partition.append(validated, origin=AppendOrigin.CLIENT)
     except ProducerStateError as error:
         result.error_code = error.error_code
+        result.error_message = str(error)
+        return None
+    except LogDirOffline as error:
+        result.error_code = ErrorCode.KAFKA_STORAGE_ERROR
         result.error_message = str(error)
         return None
     except OSError as error:

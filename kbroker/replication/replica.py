@@ -38,20 +38,12 @@ import trio
 
 from kbroker.replication.flusher import Flusher
 from kbroker.log.append_origin import AppendOrigin
+from kbroker.log.offline import LogDirOffline
 from kbroker.log.clock import SYSTEM_CLOCK, Clock
 from kbroker.log.partition_log import AppendResult, Log
 
 # A flush failing with one of these never reached fsync (an open failed): see the module's docstring.
 FSYNC_NOT_RUN = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOENT})
-
-
-class LogDirOffline(OSError):
-    """The partition's log directory is offline after a failed fsync: what was not durable before it
-    may be lost, and nothing on this directory is acknowledged again (Kafka's KAFKA_STORAGE_ERROR)."""
-
-    def __init__(self, topic: str, index: int, cause: BaseException) -> None:
-        super().__init__(errno.EIO, f"log directory of {topic}-{index} is offline after a failed fsync: {cause}")
-        self.cause = cause
 
 
 class Partition:

@@ -6,7 +6,8 @@ import pytest
 import trio
 
 from kbroker.replication.flusher import Flusher
-from kbroker.replication.replica import LogDirOffline, Partition
+from kbroker.log.offline import LogDirOffline
+from kbroker.replication.replica import Partition
 from kbroker.log.config import LogConfig
 from kbroker.log.partition_log import Log
 from kbroker.wire.records import Record, build_batch

@@ -13,7 +13,7 @@ import pytest
 import trio
 
 from kbroker.handlers import fetch, list_offsets, metadata, produce
-from kbroker.replication.replica import LogDirOffline
+from kbroker.log.offline import LogDirOffline
 from kbroker.wire.errors import ErrorCode
 from kbroker.wire.records import Record, build_batch
 from kbroker.wire.schema import API_BY_NAME
@@ -105,8 +105,6 @@ async def test_a_waiting_acks_all_produce_is_never_answered_with_success(node, f
     assert isinstance(node.log_dir_offline, LogDirOffline)
 
 
-@pytest.mark.xfail(strict=True, reason="kbroker/handlers/produce.py turns only an out-of-descriptors OSError "
-                                       "of the acks=all wait into KAFKA_STORAGE_ERROR; LogDirOffline escapes")
 async def test_a_waiting_acks_all_produce_is_answered_kafka_storage_error(node, flusher):
     flusher.failing = FSYNC_FAILED
     assert (await produce_to(node, batch(b"lost?"))).error_code == ErrorCode.KAFKA_STORAGE_ERROR
