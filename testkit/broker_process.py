@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import resource
 import socket
 import subprocess
 import sys
@@ -26,10 +27,12 @@ def free_port() -> int:
 
 
 class BrokerProcess:
-    def __init__(self, data_dir, port: int | None = None, *overrides: str) -> None:
+    def __init__(self, data_dir, port: int | None = None, *overrides: str, open_files_limit: int | None = None) -> None:
+        """``open_files_limit``: the child's RLIMIT_NOFILE, soft and hard (so that it cannot raise it)."""
         self.data_dir = str(data_dir)
         self.port = port or free_port()
         self.overrides = overrides
+        self.open_files_limit = open_files_limit
         self.process: subprocess.Popen | None = None
 
     @property
@@ -40,7 +43,10 @@ class BrokerProcess:
         settings = [f"listeners=PLAINTEXT://127.0.0.1:{self.port}", f"log.dirs={self.data_dir}", *TEST_SETTINGS,
                     *self.overrides]
         command = [sys.executable, "-m", "kbroker.cli", *(part for s in settings for part in ("--override", s))]
-        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        limit = self.open_files_limit
+        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                        preexec_fn=None if limit is None else lambda: resource.setrlimit(
+                                            resource.RLIMIT_NOFILE, (limit, limit)))
         deadline = time.monotonic() + timeout_s
         seen = []
         while time.monotonic() < deadline:
