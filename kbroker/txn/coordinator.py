@@ -6,22 +6,17 @@ partition this broker leads, and answers the producer-facing APIs with
 effects (kbroker/effects.py, and ``WriteMarkers`` here) that its shell
 (kbroker/txn/shell.py) carries out in order:
 
-- ``Persist`` the transaction's new state; the producer's answer is sent
+- ``Persist`` the transaction's new state; the ``Respond`` after it is sent
   only once that record is durable, so a producer never hears of a decision
   the coordinator could forget;
 - ``WriteMarkers``: write COMMIT or ABORT markers to the transaction's
   partitions, then call ``markers_written``, which completes the transaction.
 
-A move is made on a copy of the transaction's metadata, the pending
-transition (Kafka's pendingState and TxnTransitMetadata): ``transactions``
-keeps the state whose record is durable, which is what DescribeTransactions,
-ListTransactions and the timers see, and the copy replaces it only once its
-record is durable; if the write fails the copy is dropped and the producer
-hears a retriable error. While a transition is pending, requests for that id
-answer CONCURRENT_TRANSACTIONS and are retried, as Kafka answers them; so they
-do while markers are being written. Error codes and epoch rules are Kafka's,
-including transaction version 2 (KIP-890 part 2, an epoch bump per EndTxn
-from v5).
+State changes as soon as a call returns (the shell replays nothing it writes),
+so a second request sees the first's decision: InitProducerId and EndTxn retry
+with CONCURRENT_TRANSACTIONS while markers are being written. Error codes and
+epoch rules are Kafka's, including transaction version 2 (KIP-890 part 2, an
+epoch bump per EndTxn from v5).
 """
 
 from __future__ import annotations
@@ -73,8 +68,7 @@ class TransactionCoordinator:
     def __init__(self, config: TxnConfig, allocate_producer_id: Callable[[], int]) -> None:
         self.config = config
         self._allocate_producer_id = allocate_producer_id
-        self.transactions: dict[str, TxnMetadata] = {}  # as their durable records say
-        self._pending: dict[str, TxnMetadata] = {}  # transitions whose record is on its way
+        self.transactions: dict[str, TxnMetadata] = {}
         self.loaded: set[int] = set()
         self.loading: set[int] = set()
         self._coordinator_epochs: dict[int, int] = {}
@@ -120,8 +114,6 @@ class TransactionCoordinator:
         self.loading.discard(partition)
         for meta in list(self._in_partition(partition)):
             del self.transactions[meta.transactional_id]
-        for transactional_id in [tid for tid in self._pending if self.partition_of(tid) == partition]:
-            del self._pending[transactional_id]
 
     def _in_partition(self, partition: int) -> Iterable[TxnMetadata]:
         return [meta for tid, meta in self.transactions.items() if self.partition_of(tid) == partition]
@@ -139,14 +131,11 @@ class TransactionCoordinator:
         if not 0 < timeout_ms <= self.config.max_timeout_ms:
             return refuse(ErrorCode.INVALID_TRANSACTION_TIMEOUT)
         expected = (producer_id, producer_epoch) if producer_id != NO_PRODUCER_ID else None
-        if transactional_id in self._pending:
-            return refuse(ErrorCode.CONCURRENT_TRANSACTIONS)
         meta = self.transactions.get(transactional_id)
         if meta is None:
             meta = TxnMetadata(transactional_id, self._allocate_producer_id(), timeout_ms=timeout_ms,
                                last_update_ms=now_ms)
-        else:
-            meta = meta.copy()  # moved below; it becomes the transaction's state once its record is durable
+            self.transactions[transactional_id] = meta
         if meta.state in PREPARING:
             return refuse(ErrorCode.CONCURRENT_TRANSACTIONS)
         if expected is not None and not _may_reinitialise(meta, *expected):
@@ -155,8 +144,12 @@ class TransactionCoordinator:
             # Abort the open transaction under a fenced epoch first; the client retries and gets
             # the epoch after that (Kafka never hands out the fencing epoch).
             meta.fence()
-            return self._prepare(meta, commit=False, client_version=meta.client_version, bump_epoch=False,
-                                 now_ms=now_ms, answered=lambda code: refuse(code or ErrorCode.CONCURRENT_TRANSACTIONS))
+            effects = self._prepare(meta, commit=False, client_version=meta.client_version, bump_epoch=False,
+                                    now_ms=now_ms)
+            effects.insert(1, Respond(waiter, InitProducerIdResponse(
+                error_code=ErrorCode.CONCURRENT_TRANSACTIONS, producer_id=NO_PRODUCER_ID,
+                producer_epoch=NO_PRODUCER_EPOCH)))
+            return effects
         if epoch_exhausted(meta.producer_epoch) and (expected is None or expected[1] == meta.producer_epoch):
             meta.new_producer_id(self._allocate_producer_id(), timeout_ms, now_ms, keep_last_epoch=expected is not None)
         elif expected is None or meta.producer_epoch in (NO_PRODUCER_EPOCH, expected[1]):
@@ -166,14 +159,8 @@ class TransactionCoordinator:
         elif expected[1] != meta.last_producer_epoch:
             return refuse(ErrorCode.PRODUCER_FENCED)
         # else: a retry of a bump that succeeded; answer with the same epoch again
-
-        def answered(code: int) -> list:
-            if code:
-                return refuse(code)
-            return [Respond(waiter, InitProducerIdResponse(error_code=ErrorCode.NONE, producer_id=meta.producer_id,
-                                                           producer_epoch=meta.producer_epoch))]
-
-        return [self._transition(meta, answered)]
+        return [self._persist(meta), Respond(waiter, InitProducerIdResponse(
+            error_code=ErrorCode.NONE, producer_id=meta.producer_id, producer_epoch=meta.producer_epoch))]
 
     # -- AddPartitionsToTxn, AddOffsetsToTxn ---------------------------------------------------
 
@@ -188,7 +175,7 @@ class TransactionCoordinator:
             return dict.fromkeys(partitions, ErrorCode.INVALID_REQUEST), []
         meta = self.transactions.get(transactional_id)
         code = _producer_check(meta, producer_id, producer_epoch)
-        if code == ErrorCode.NONE and (meta.state in PREPARING or transactional_id in self._pending):
+        if code == ErrorCode.NONE and meta.state in PREPARING:
             code = ErrorCode.CONCURRENT_TRANSACTIONS
         if code != ErrorCode.NONE:
             return dict.fromkeys(partitions, code), []
@@ -198,9 +185,8 @@ class TransactionCoordinator:
         errors = dict.fromkeys(partitions, ErrorCode.NONE)
         if meta.state is TxnState.ONGOING and meta.partitions.issuperset(partitions):
             return errors, []
-        target = meta.copy()
-        target.add_partitions(partitions, now_ms)
-        return errors, [self._transition(target)]
+        meta.add_partitions(partitions, now_ms)
+        return errors, [self._persist(meta)]
 
     def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str,
                     now_ms: int) -> tuple[int, list]:
@@ -240,19 +226,16 @@ class TransactionCoordinator:
             valid_epoch = retried_bump or retried_overflow
         if not valid_epoch:
             return answer(ErrorCode.PRODUCER_FENCED)
-        if transactional_id in self._pending:
-            return answer(ErrorCode.CONCURRENT_TRANSACTIONS)
         wanted = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
         deciding = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
         if meta.state is TxnState.ONGOING:
             bump = client_version >= TRANSACTION_VERSION_2
             next_producer_id = (self._allocate_producer_id() if bump and epoch_exhausted(meta.producer_epoch)
                                 else NO_PRODUCER_ID)
-            target = meta.copy()
-            # The producer hears the decision (and, with TV2, its bumped epoch) once it is durable.
-            return self._prepare(target, commit, client_version, bump_epoch=bump, now_ms=now_ms,
-                                 next_producer_id=next_producer_id,
-                                 answered=lambda code: answer(code, None if code else target))
+            effects = self._prepare(meta, commit, client_version, bump_epoch=bump, now_ms=now_ms,
+                                    next_producer_id=next_producer_id)
+            effects.insert(1, answer(ErrorCode.NONE, meta)[0])
+            return effects
         if meta.state is wanted:
             return answer(ErrorCode.NONE, meta)  # a retry of the EndTxn that completed it
         if meta.state is deciding:
@@ -263,47 +246,25 @@ class TransactionCoordinator:
         """Every partition has the markers of the transaction ``WriteMarkers`` named: it is complete."""
         meta = self.transactions.get(transactional_id)
         if (meta is None or meta.state not in PREPARING or meta.producer_id != producer_id
-                or meta.producer_epoch != producer_epoch or transactional_id in self._pending):
-            return []  # unloaded, or completed already (or being completed) by an earlier write of the same markers
-        target = meta.copy()
-        target.complete(now_ms)
-        return [self._transition(target)]
+                or meta.producer_epoch != producer_epoch):
+            return []  # unloaded, or completed already by an earlier write of the same markers
+        meta.complete(now_ms)
+        return [self._persist(meta)]
 
     def _prepare(self, meta: TxnMetadata, commit: bool, client_version: int, *, bump_epoch: bool, now_ms: int,
-                 next_producer_id: int = NO_PRODUCER_ID, answered: Callable[[int], list] | None = None) -> list:
-        """The decision on ``meta`` (a copy): persisted, then the markers (only if it is durable)."""
+                 next_producer_id: int = NO_PRODUCER_ID) -> list:
+        """The decision: persisted, then (the caller's answer goes second) the markers."""
         meta.prepare(commit, client_version, next_producer_id, now_ms, bump_epoch=bump_epoch)
-        return [self._transition(meta, answered), self._markers(meta)]
+        return [self._persist(meta), self._markers(meta)]
 
     def _markers(self, meta: TxnMetadata) -> WriteMarkers:
         return WriteMarkers(meta.transactional_id, meta.producer_id, meta.producer_epoch,
                             meta.state is TxnState.PREPARE_COMMIT, frozenset(meta.partitions),
                             self._coordinator_epochs.get(self.partition_of(meta.transactional_id), 0))
 
-    def _transition(self, target: TxnMetadata, answered: Callable[[int], list] | None = None) -> Persist:
-        """Persist ``target``, the transaction's next state (Dead: its tombstone), pending until the record
-        is durable, then its state; dropped if the write fails. ``answered(error code)``: the effects that
-        follow either way (the producer's answer; NONE once durable)."""
-        transactional_id = target.transactional_id
-        self._pending[transactional_id] = target
-        value = None if target.state is TxnState.DEAD else target.to_value()
-
-        def durable(now_ms: int) -> list:
-            if self._pending.get(transactional_id) is target:  # not unloaded meanwhile
-                del self._pending[transactional_id]
-                if target.state is TxnState.DEAD:
-                    self.transactions.pop(transactional_id, None)
-                else:
-                    self.transactions[transactional_id] = target
-            return answered(ErrorCode.NONE) if answered is not None else []
-
-        def failed(error_code: int, now_ms: int) -> list:
-            if self._pending.get(transactional_id) is target:
-                del self._pending[transactional_id]
-            return answered(error_code) if answered is not None else []
-
-        return Persist(((TransactionLogKey(transactional_id=transactional_id), value),), on_durable=durable,
-                       on_failure=failed)
+    @staticmethod
+    def _persist(meta: TxnMetadata) -> Persist:
+        return Persist(((TransactionLogKey(transactional_id=meta.transactional_id), meta.to_value()),))
 
     # -- timers -------------------------------------------------------------------------------------
 
@@ -320,27 +281,21 @@ class TransactionCoordinator:
             self._next_expiry_check_ms = now_ms + self.config.remove_expired_check_ms
         if now_ms >= self._next_abort_check_ms:
             self._next_abort_check_ms = now_ms + self.config.abort_timed_out_check_ms
-            for meta in self._idle():
+            for meta in self._served():
                 if meta.state is TxnState.ONGOING and meta.start_ms + meta.timeout_ms < now_ms:
-                    target = meta.copy()
-                    target.fence()
-                    effects += self._prepare(target, commit=False, client_version=meta.client_version,
+                    meta.fence()
+                    effects += self._prepare(meta, commit=False, client_version=meta.client_version,
                                              bump_epoch=False, now_ms=now_ms)
         if now_ms >= self._next_expiry_check_ms:
             self._next_expiry_check_ms = now_ms + self.config.remove_expired_check_ms
-            for meta in self._idle():
+            for meta in self._served():
                 if meta.state in COMPLETE and meta.last_update_ms + self.config.transactional_id_expiration_ms <= now_ms:
-                    target = meta.copy()
-                    target.move(TxnState.DEAD, now_ms)
-                    effects.append(self._transition(target))
+                    del self.transactions[meta.transactional_id]
+                    effects.append(Persist(((TransactionLogKey(transactional_id=meta.transactional_id), None),)))
         return effects
 
     def _served(self) -> list[TxnMetadata]:
         return [meta for tid, meta in self.transactions.items() if self.partition_of(tid) in self.loaded]
-
-    def _idle(self) -> list[TxnMetadata]:
-        """Transactions served here without a transition under way (Kafka's timers skip those)."""
-        return [meta for meta in self._served() if meta.transactional_id not in self._pending]
 
     # -- DescribeTransactions, ListTransactions -------------------------------------------------------
 

@@ -4,9 +4,9 @@ What a partition leader does for WriteTxnMarkers. The coordinator calls it
 directly on a single node (the same interface the request serves); each
 marker is appended through the log's producer state, which ends the
 transaction there (last stable offset, ``.txnindex`` for aborts), and is
-answered once fsynced. A marker on a ``__consumer_offsets`` partition, once
-durable, also tells the group coordinator to make that producer's pending
-offsets visible, or to drop them. A marker's timestamp is the wall time of the clock of the partition it goes to.
+answered once fsynced. A marker on a ``__consumer_offsets`` partition also
+tells the group coordinator to make that producer's pending offsets visible,
+or to drop them. A marker's timestamp is the wall time of the clock of the partition it goes to.
 """
 
 from __future__ import annotations
@@ -44,13 +44,13 @@ async def write_markers(broker, producer_id: int, producer_epoch: int, commit: b
             continue
         partition.start_flush(result.last_offset)
         appended.append(((topic, index), partition, result.last_offset))
-    for (topic, index), partition, last_offset in appended:
+        if topic == OFFSETS_TOPIC:
+            broker.groups.transaction_ended(index, producer_id, commit)
+    for key, partition, last_offset in appended:
         try:
             await partition.wait_committed(last_offset)
         except OSError:
-            errors[(topic, index)] = ErrorCode.KAFKA_STORAGE_ERROR
+            errors[key] = ErrorCode.KAFKA_STORAGE_ERROR
         else:
-            errors[(topic, index)] = ErrorCode.NONE
-            if topic == OFFSETS_TOPIC:  # the producer's offsets count (or not) once the marker is durable
-                broker.groups.transaction_ended(index, producer_id, commit)
+            errors[key] = ErrorCode.NONE
     return errors

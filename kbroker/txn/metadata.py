@@ -17,7 +17,7 @@ moves to a new producer id instead.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from kbroker.txn.records import PartitionsSchema, TransactionLogValue
 
@@ -88,10 +88,6 @@ class TxnMetadata:
     start_ms: int = -1
     last_update_ms: int = -1
     client_version: int = 0  # the transaction version the client speaks (2: an epoch bump per transaction)
-
-    def copy(self) -> TxnMetadata:
-        """A copy to move (Kafka's TxnTransitMetadata): the original stays as it is until the move is durable."""
-        return replace(self, partitions=set(self.partitions))
 
     # -- moves -------------------------------------------------------------------------
 

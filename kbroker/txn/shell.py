@@ -113,12 +113,8 @@ class TxnShell(CoordinatorRuntime):
                 logger.warning("%r: markers not yet written to %s; retrying", effect.transactional_id,
                                sorted(remaining))
                 await trio.sleep(_MARKER_RETRY_S)
-        # The completion, written again until it is durable (Kafka's marker channel retries its append):
-        # until then the transaction stays PrepareCommit/PrepareAbort and its producer is asked to retry.
-        while not await self.wait_applied(key, self.coordinator.markers_written(
-                effect.transactional_id, effect.producer_id, effect.producer_epoch, self.now_ms())):
-            logger.warning("%r: the completion of its transaction was not written; retrying", effect.transactional_id)
-            await trio.sleep(_MARKER_RETRY_S)
+        self.apply(key, self.coordinator.markers_written(effect.transactional_id, effect.producer_id,
+                                                         effect.producer_epoch, self.now_ms()))
 
 
 def _by_transactional_id(effects: list) -> list[tuple[str, list]]:

@@ -32,9 +32,6 @@ class Shell:
         self.markers: list[WriteMarkers] = []
         self.waiters = itertools.count(1)
         self.now = 1_000_000
-        self.write_error: int | None = None  # while set, every write fails with it (its records are not kept)
-        self.failed_writes = 0
-        self.held: list[Persist] | None = None  # while a list, writes wait there (their fsync held back)
 
     def fresh(self) -> TransactionCoordinator:
         coordinator = TransactionCoordinator(CONFIG, lambda: next(self.producer_ids))
@@ -44,28 +41,14 @@ class Shell:
         return coordinator
 
     def carry_out(self, effects: list) -> None:
-        """As the shell: records written and durable (the core told so, and what it says then carried out);
-        after a write that failed (or is held), the markers that depend on it are not written."""
-        failed = False
         for effect in effects:
             if isinstance(effect, Persist):
-                if self.held is not None:
-                    self.held.append(effect)
-                    failed = True
-                    continue
-                if self.write_error is not None:
-                    self.carry_out(effect.on_failure(self.write_error, self.now))
-                    self.failed_writes += 1
-                    failed = True
-                    continue
                 for key, value in effect.records:  # as written: through the byte format
                     self.log.append((key, None if value is None else encode_value(value)))
-                self.carry_out(effect.on_durable(self.now))
             elif isinstance(effect, Respond):
                 self.answers[effect.waiter] = effect.response
             elif isinstance(effect, WriteMarkers):
-                if not failed:
-                    self.markers.append(effect)
+                self.markers.append(effect)
             else:
                 raise AssertionError(effect)
 
@@ -79,10 +62,7 @@ class Shell:
 
     def add(self, tid: str, producer, *partitions, verify_only: bool = False) -> dict:
         errors, effects = self.coordinator.add_partitions(tid, *producer, partitions, verify_only, self.now)
-        failed_before = self.failed_writes
         self.carry_out(effects)
-        if self.failed_writes > failed_before:  # as the handler answers a write that failed
-            errors = dict.fromkeys(errors, self.write_error)
         return errors
 
     def end(self, tid: str, producer, commit: bool, api_version: int = TV1):
@@ -142,13 +122,9 @@ def test_the_decision_is_persisted_before_the_answer_and_the_markers_follow_it(s
     producer = producer_of(shell.init("t"))
     shell.add("t", producer, ("a", 0))
     effects = shell.coordinator.end_txn(99, "t", *producer, False, TV1, shell.now)
-    assert [type(effect) for effect in effects] == [Persist, WriteMarkers]  # markers once the decision is durable
+    assert [type(effect) for effect in effects] == [Persist, Respond, WriteMarkers]
     [(key, value)] = effects[0].records
     assert (key.transactional_id, TxnState(value.transaction_status)) == ("t", TxnState.PREPARE_ABORT)
-    assert shell.coordinator.transactions["t"].state is TxnState.ONGOING  # until its record is durable
-    [answer] = effects[0].on_durable(shell.now)  # the producer hears of it then
-    assert isinstance(answer, Respond) and answer.waiter == 99 and answer.response.error_code == ErrorCode.NONE
-    assert shell.coordinator.transactions["t"].state is TxnState.PREPARE_ABORT
 
 
 def test_end_txn_retried_after_completion_succeeds_for_the_same_outcome_only(shell):
@@ -318,9 +294,8 @@ def test_transaction_version_2_overflow_moves_to_the_next_producer_id_at_complet
     producer = (meta.producer_id, EPOCH_LIMIT)
     shell.add("t", producer, ("a", 0))
     shell.end("t", producer, True, api_version=TV2)
-    assert shell.coordinator.transactions["t"].next_producer_id == 1001
+    assert meta.next_producer_id == 1001
     shell.write_markers()
-    meta = shell.coordinator.transactions["t"]
     assert (meta.producer_id, meta.producer_epoch, meta.previous_producer_id) == (1001, 0, 1000)
 
 
@@ -376,86 +351,3 @@ def test_describe_and_list_show_state_producer_and_partitions(shell):
     assert shell.coordinator.list_transactions([TxnState.ONGOING], [], 10, shell.now + 5) == []
     assert [t.transactional_id for t in shell.coordinator.list_transactions([TxnState.ONGOING], [], 10,
                                                                              shell.now + 50)] == ["t"]
-
-
-# -- a state changes once its record is durable; a write that fails changes nothing -------------------------
-
-
-def test_a_commit_decision_not_written_leaves_the_transaction_open_and_a_retry_commits_it(shell):
-    producer = producer_of(shell.init("t"))
-    shell.add("t", producer, ("a", 0))
-    shell.write_error = ErrorCode.COORDINATOR_NOT_AVAILABLE
-    answer = shell.end("t", producer, True, api_version=TV2)
-    assert (answer.error_code, answer.producer_id, answer.producer_epoch) == (
-        ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, -1)  # retriable; no epoch handed out
-    assert shell.state("t") is TxnState.ONGOING and not shell.markers
-    assert shell.coordinator.describe(["t"])[0].transaction_state == "Ongoing"
-
-    shell.write_error = None  # writes work again: the client's retry, with the same epoch, commits
-    assert producer_of(shell.end("t", producer, True, api_version=TV2)) == (producer[0], producer[1] + 1)
-    assert shell.state("t") is TxnState.PREPARE_COMMIT
-    [markers] = shell.write_markers()
-    assert markers.commit and markers.producer_epoch == producer[1] + 1
-    assert shell.state("t") is TxnState.COMPLETE_COMMIT
-    assert shell.rebuilt().transactions["t"].state is TxnState.COMPLETE_COMMIT
-
-
-def test_a_decision_on_its_way_is_not_shown_and_the_producers_requests_wait(shell):
-    producer = producer_of(shell.init("t"))
-    shell.add("t", producer, ("a", 0))
-    shell.held = []
-    waiter = next(shell.waiters)
-    shell.carry_out(shell.coordinator.end_txn(waiter, "t", *producer, True, TV1, shell.now))
-    [decision] = shell.held
-    assert waiter not in shell.answers and not shell.markers  # nothing before the decision is durable
-    assert shell.coordinator.describe(["t"])[0].transaction_state == "Ongoing"
-    assert [t.transaction_state for t in shell.coordinator.list_transactions([], [], -1, shell.now)] == ["Ongoing"]
-    assert shell.end("t", producer, True).error_code == ErrorCode.CONCURRENT_TRANSACTIONS  # as Kafka, retried
-    assert shell.add("t", producer, ("a", 1)) == {("a", 1): ErrorCode.CONCURRENT_TRANSACTIONS}
-    assert shell.init("t").error_code == ErrorCode.CONCURRENT_TRANSACTIONS
-
-    shell.held = None
-    shell.carry_out(decision.on_durable(shell.now))
-    assert shell.answers[waiter].error_code == ErrorCode.NONE and shell.state("t") is TxnState.PREPARE_COMMIT
-
-
-def test_a_fence_not_written_bumps_no_epoch_and_the_retry_fences(shell):
-    first = producer_of(shell.init("t"))
-    shell.add("t", first, ("a", 0))
-    shell.write_error = ErrorCode.COORDINATOR_NOT_AVAILABLE
-    assert shell.init("t").error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
-    meta = shell.coordinator.transactions["t"]
-    assert (meta.state, meta.producer_epoch) == (TxnState.ONGOING, first[1])
-    assert shell.add("t", first, ("a", 1)) == {("a", 1): ErrorCode.COORDINATOR_NOT_AVAILABLE}  # its write fails too
-    assert shell.coordinator.transactions["t"].partitions == {("a", 0)}
-
-    shell.write_error = None
-    assert shell.init("t").error_code == ErrorCode.CONCURRENT_TRANSACTIONS
-    [markers] = shell.write_markers()
-    assert not markers.commit and markers.producer_epoch == first[1] + 1
-    assert producer_of(shell.init("t")) == (first[0], first[1] + 2)
-
-
-def test_a_completion_not_written_keeps_the_decision_until_it_is(shell):
-    producer = producer_of(shell.init("t"))
-    shell.add("t", producer, ("a", 0))
-    shell.end("t", producer, False)
-    [markers] = shell.markers
-    shell.write_error = ErrorCode.COORDINATOR_NOT_AVAILABLE
-    shell.write_markers()
-    assert shell.state("t") is TxnState.PREPARE_ABORT  # the markers are written; the completion is not yet
-    assert shell.init("t").error_code == ErrorCode.CONCURRENT_TRANSACTIONS
-    shell.write_error = None
-    shell.carry_out(shell.coordinator.markers_written("t", markers.producer_id, markers.producer_epoch, shell.now))
-    assert shell.state("t") is TxnState.COMPLETE_ABORT
-
-
-def test_an_expiry_not_written_keeps_the_transactional_id(shell):
-    producer_of(shell.init("t"))
-    shell.tick(0)  # the first tick starts the timers' clocks
-    shell.write_error = ErrorCode.COORDINATOR_NOT_AVAILABLE
-    shell.tick(CONFIG.transactional_id_expiration_ms + CONFIG.remove_expired_check_ms)
-    assert shell.failed_writes == 1 and "t" in shell.coordinator.transactions
-    shell.write_error = None
-    shell.tick(CONFIG.remove_expired_check_ms)
-    assert "t" not in shell.coordinator.transactions
