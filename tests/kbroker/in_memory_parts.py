@@ -10,9 +10,14 @@ whose fsyncs a ``MemoryFlusher`` runs in the test's own thread, at once or when 
 from __future__ import annotations
 
 import uuid
+import errno
 from collections.abc import Callable
 
+import trio
+import trio.testing
+
 from kbroker.config import BrokerConfig
+from kbroker.handlers import Deferred
 from kbroker.log.partition_log import Log
 from kbroker.metadata.image import BrokerEndpoint, MetadataImage, PartitionState, TopicImage
 from kbroker.replication.replica import Partition
@@ -57,10 +62,12 @@ class RefusingAuthorization:
 
 class MemoryFlusher:
     """kbroker/replication/flusher.py's Flusher in the test's thread: each fsync runs as it is submitted,
-    or, while ``held``, when ``release()`` is called."""
+    or, while ``held``, when ``release()`` is called. While ``failing`` is set, each fsync reports that
+    error instead of running (as an fsync returning EIO)."""
 
     def __init__(self) -> None:
         self.held = False
+        self.failing: OSError | None = None
         self.pending: list = []
 
     def submit(self, job, done) -> None:
@@ -72,6 +79,9 @@ class MemoryFlusher:
         self.held = False
         while self.pending:  # a flush done may ask for the next
             job, done = self.pending.pop(0)
+            if self.failing is not None:  # reported from the trio loop, as the flusher thread's reports come
+                trio.lowlevel.current_trio_token().run_sync_soon(done, job, self.failing)
+                continue
             job.run()
             done(job, None)
 
