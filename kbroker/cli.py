@@ -118,8 +118,8 @@ def _raise_open_files_limit() -> None:
     ask of their users), and the logs' descriptor cache is sized from it (kbroker/log/descriptor_cache.py)."""
     soft_before, soft, hard = raise_open_files_limit()
     DESCRIPTORS.fit_to_limit()
-    raised = f" (raised from {soft_before})" if soft != soft_before else " (nothing to raise)"
-    logger.info("open files limit: %s%s", describe_limits(soft, hard), raised)
+    if soft != soft_before:  # the Broker logs the limits it runs with (kbroker/broker.py)
+        logger.info("open files limit raised from soft %d to %s", soft_before, describe_limits(soft, hard))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -42,10 +42,19 @@ async def _auto_create(broker: HandlerNode, context, request) -> None:
     may_create_any = allowed_on_cluster(broker, context, AclOperation.CREATE)
     wanted = [TopicRequest(topic.name, -1, -1, {}, {}) for topic in request.topics
               if not _by_id(topic) and topic.name is not None and topic.name not in broker.image.topics
-              and not topic.name.startswith("__") and _may_see(broker, context, topic.name)
+              and not topic.name.startswith("__") and _valid_name(topic.name) and _may_see(broker, context, topic.name)
               and (may_create_any or allowed(broker, context, AclOperation.CREATE, ResourceType.TOPIC, topic.name))]
     if wanted:
         await broker.auto_create(wanted)
+
+
+def _valid_name(name: str) -> bool:
+    """An invalid name is answered INVALID_TOPIC_EXCEPTION here, not sent on to the controller."""
+    try:
+        validate_topic_name(name)
+    except TopicError:
+        return False
+    return True
 
 
 def _may_see(broker: HandlerNode, context, name: str) -> bool:
@@ -73,11 +82,8 @@ async def handle(broker: HandlerNode, context, request):
                                     topic_id=wanted.topic_id or ZERO_UUID, partitions=[]))
             elif topic is None:
                 code = ErrorCode.UNKNOWN_TOPIC_ID if by_id else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                if not by_id:
-                    try:
-                        validate_topic_name(wanted.name)
-                    except TopicError as error:
-                        code = error.error_code
+                if not by_id and not _valid_name(wanted.name):
+                    code = ErrorCode.INVALID_TOPIC_EXCEPTION
                 topics.append(Topic(error_code=code, name=wanted.name, topic_id=wanted.topic_id or ZERO_UUID))
             else:
                 topics.append(_topic(topic))

@@ -10,6 +10,9 @@ The leader answers with batches, which are appended with the leader's offsets
 and epochs, and its high watermark; or with a diverging epoch (KIP-320): the
 follower's log holds batches the leader's does not, so it truncates to where
 they part and fetches again. Batches stay opaque bytes throughout.
+A partition the leader answers with an error (it has not applied the topic yet, its log
+directory is offline, ...) is left out of the fetches for ``replica.fetch.backoff.ms``, as
+Kafka's fetcher delays its partitions in error; the others go on being fetched.
 """
 
 from __future__ import annotations
@@ -74,13 +77,20 @@ class ReplicaFetchers:
         wait_ms = self.config.get("replica.fetch.wait.max.ms")
         refusal = ""  # the last TLS or SASL failure logged, so that a retry does not log it again
         refused = ErrorCode.NONE  # the leader's last top-level error, logged when it changes
+        delayed: dict[tuple[str, int], float] = {}  # partitions answered an error -> when to ask again
         with scope:
             while True:
                 endpoint = next((b for b in self.broker.image.brokers if b.node_id == leader), None)
                 partitions = self.followed(leader)
-                if endpoint is None or not partitions:
-                    await trio.sleep(backoff_s if endpoint is None else 0.1)
+                now = trio.current_time()
+                ready = [p for p in partitions if delayed.get((p.topic, p.index), now) <= now]
+                if endpoint is None or not ready:
+                    pause = backoff_s if endpoint is None else 0.1
+                    if partitions and not ready:
+                        pause = min(delayed[(p.topic, p.index)] for p in partitions) - now
+                    await trio.sleep(pause)
                     continue
+                partitions = ready
                 try:
                     response = await self.broker.peers.call(
                         (endpoint.host, endpoint.port), "Fetch", FETCH_VERSION, self._request(partitions, wait_ms),
@@ -107,24 +117,32 @@ class ReplicaFetchers:
                     continue
                 refused = ErrorCode.NONE
                 try:
-                    await self._apply_all(leader, partitions, response)
+                    failed = await self._apply_all(leader, partitions, response)
+                    now = trio.current_time()
+                    delayed = {key: when for key, when in delayed.items() if when > now}
+                    delayed.update((key, now + backoff_s) for key in failed)
                 except Exception:  # a bug here must not take the broker down: log it, fetch again later
                     logger.exception("replica fetcher for leader %d failed", leader)
                     await trio.sleep(backoff_s)
 
-    async def _apply_all(self, leader: int, partitions, response) -> None:
-        """Append what the leader sent; what was appended is on disk before its offsets are reported."""
+    async def _apply_all(self, leader: int, partitions, response) -> list[tuple[str, int]]:
+        """Append what the leader sent; what was appended is on disk before its offsets are reported.
+        Returns the partitions the leader answered with an error, to be asked again after a backoff."""
         by_key = {(p.topic, p.index): p for p in partitions}
         waits = []
+        failed = []
         for topic in response.responses:
             for answer in topic.partitions:
                 partition = by_key.get((topic.topic, answer.partition_index))
                 if partition is not None and partition.leader == leader:
+                    if answer.error_code not in (ErrorCode.NONE, ErrorCode.OFFSET_OUT_OF_RANGE):
+                        failed.append((topic.topic, answer.partition_index))
                     last = self._apply(partition, answer)
                     if last is not None:
                         waits.append((partition, last))
         for partition, last in waits:
             await partition.wait_durable(last)
+        return failed
 
     def _request(self, partitions, wait_ms: int):
         topics: dict[str, list] = {}
