@@ -102,7 +102,7 @@ async def serve(server, started_at: float, data_dir: str, ready: list | None = N
 
 
 def _collect_garbage_again() -> None:
-    """Starting, the command imports some 400 modules and builds their classes with the collector off
+    """Starting, the command imports some 350 modules and builds their classes with the collector off
     (main): collecting meanwhile would only walk objects that live as long as the process, some 15 ms of
     a start of 250. Once serving, what exists is frozen (the collector skips it from then on) and
     collection resumes."""
@@ -138,10 +138,14 @@ def main(argv: list[str] | None = None) -> int:
         return admin.run(arguments)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     gc.disable()  # until the broker serves (_collect_garbage_again)
+    from kbroker.wire.schema import code_cache
+
+    code_cache.open_cache()  # the codecs the last run compiled, kept for this one (wire/schema/code_cache.py)
     try:
         return _start_broker(arguments, started_at)
     finally:
         gc.enable()
+        code_cache.save_cache()
 
 
 def _start_broker(arguments: argparse.Namespace, started_at: float) -> int:

@@ -29,6 +29,7 @@ from kbroker.wire.primitives import (
     write_uvarint,
 )
 from kbroker.wire.schema.declaration import FieldSpec, StructSpec, TypeRef
+from kbroker.wire.schema.code_cache import compile_generated
 from kbroker.wire.schema.values import FRESH, Region, field_default, make_value_class, uuid_from_bytes
 
 _FIXED_FORMATS = {
@@ -115,7 +116,7 @@ class CodeGenerator:
         return name
 
     def _define(self, name: str, source: str):
-        exec(compile(source, f"<generated {name}>", "exec"), self.namespace)
+        exec(compile_generated(source, f"<generated {name}>"), self.namespace)
         return self.namespace[name]
 
     # -- readers ---------------------------------------------------------------
