@@ -25,6 +25,7 @@ from kbroker.config.definitions import LONG_MAX
 from kbroker.controller.channel import ControllerChannel, ControllerUnavailable
 from kbroker.controller.controller import Controller
 from kbroker.data_directories import DataDirectories
+from kbroker.log.free_space import FreeSpace
 from kbroker.config.dynamic import ConfigLayers
 from kbroker.lifecycle import BrokerLifecycle
 from kbroker.listen import bind_listeners
@@ -150,6 +151,7 @@ class Broker:
         self.config_layers = ConfigLayers(self.static_config)
         _size_descriptor_cache()
         self.logs = LogManager(settings.data_dir, clock)
+        self.free_space = FreeSpace(settings.data_dir, self.config.get("log.dir.min.free.bytes"))
         # This process's member of the metadata quorum: a Controller or a QuorumObserver, given by the
         # kbroker command in a cluster; alone, the sole voter of a quorum of one, made here.
         self.alone = quorum is None
@@ -403,7 +405,7 @@ class Broker:
             partition = self._partitions[key] = Partition(
                 topic, index, self.logs.logs[key], self.flusher, state.leader_epoch, node_id=self.node_id,
                 replicas=state.replicas, isr=state.isr, leader=state.leader, clock=self.clock,
-                on_storage_failure=self.storage_failed)
+                on_storage_failure=self.storage_failed, free_space=self.free_space)
             if self.log_dir_offline is not None:
                 partition.go_offline(self.log_dir_offline)
         return partition

@@ -120,3 +120,27 @@ def log_answer(header, api_name: str, peer: str, principal: str, response, secon
     requests_logger.log(level, "%s v%d correlation_id=%d client_id=%s from %s (%s) in %.2f ms%s", api_name,
                          header.api_version, header.correlation_id, header.client_id, peer, principal,
                          seconds * 1000, (": " + ", ".join(errors)) if errors else "", extra=fields)
+
+
+class RepeatedWarning:
+    """A warning for a fault that repeats on every request while it lasts (each produce to a full disk):
+    logged the first time for a key, then at most once per ``interval_s`` with how often it recurred."""
+
+    def __init__(self, logger: logging.Logger, message: str, interval_s: float = 30.0, clock=time.monotonic) -> None:
+        self.logger = logger
+        self.message = message  # formatted with the key and the error
+        self.interval_s = interval_s
+        self.clock = clock
+        self._last: dict[str, tuple[float, int]] = {}  # key -> (when last logged, recurrences since)
+
+    def warn(self, key: str, error: BaseException) -> None:
+        now = self.clock()
+        logged_at, since = self._last.get(key, (None, 0))
+        if logged_at is not None and now - logged_at < self.interval_s:
+            self._last[key] = (logged_at, since + 1)
+            return
+        if len(self._last) >= 10_000:  # bounded, whatever the number of partitions
+            self._last.clear()
+        self._last[key] = (now, 0)
+        again = f" ({since} more since the last report)" if since else ""
+        self.logger.warning(self.message + again, key, error)

@@ -304,16 +304,21 @@ class LeaderEpochCache:
     # --- changes (each persisted before returning) -------------------------------
 
     def assign(self, epoch: int, start_offset: int) -> None:
-        if self._assign(EpochEntry(epoch, start_offset)):
-            self._persist(durable=False)
+        self.assign_many(((epoch, start_offset),))
 
     def assign_many(self, entries: Iterable[tuple[int, int]]) -> None:
-        """Assign several entries (e.g. the batches of one fetch) with one checkpoint write."""
+        """Assign several entries (e.g. the batches of one fetch) with one checkpoint write. A write that
+        fails (a full disk) leaves the cache as it was, so that the append it was for can be refused whole."""
+        before = list(self._entries)
         changed = False
         for epoch, start_offset in entries:
             changed |= self._assign(EpochEntry(epoch, start_offset))
         if changed:
-            self._persist(durable=False)
+            try:
+                self._persist(durable=False)
+            except OSError:
+                self._entries = before
+                raise
 
     def truncate_from_end(self, end_offset: int) -> None:
         """Forget epochs starting at or after `end_offset` (the log was truncated there)."""

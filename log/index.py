@@ -15,11 +15,15 @@ entries out of order) makes the owner rebuild it from the segment.
 from __future__ import annotations
 
 import bisect
+import logging
 import os
 import struct
 from collections.abc import Callable
 
 from kbroker.log.descriptor_cache import fsync_closed_file, open_descriptor, open_file
+from kbroker.log.offline import out_of_space
+
+logger = logging.getLogger("kbroker.log.index")
 
 _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
@@ -95,16 +99,26 @@ class _Index:
             self._fd = self._opener(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC)
         self._pending += data
         if len(self._pending) >= _PENDING_BYTES_MAX:
-            self.write_pending()
+            try:
+                self.write_pending()
+            except OSError as error:
+                if not out_of_space(error):
+                    raise
+                # The entry is in memory, and the batch it points at is written already: the file
+                # catches up at a later write (an index is a hint a restart can rebuild).
 
     def write_pending(self) -> None:
-        """Write the buffered entries (the owner's thread: appends change the buffer)."""
+        """Write the buffered entries (the owner's thread: appends change the buffer). What a failed
+        write left unwritten stays buffered, so that a later write goes on where it stopped."""
         if self._pending:
             written = 0
-            while written < len(self._pending):
-                written += os.write(self._fd, memoryview(self._pending)[written:])
-            self._pending.clear()
-            self._unsynced = True
+            try:
+                while written < len(self._pending):
+                    written += os.write(self._fd, memoryview(self._pending)[written:])
+            finally:
+                if written:  # a new buffer: a failed write's traceback may still hold a view of the old one
+                    self._pending = self._pending[written:]
+                    self._unsynced = True
 
     def _append(self, key: int, value: int, packed: bytes) -> None:
         self._loaded()
@@ -122,9 +136,20 @@ class _Index:
             keys.append(key)
             values.append(value)
             data += self._pack(key, value)
-        with open_file(self.path, "wb") as file:
-            file.write(data)
         self._keys, self._values = keys, values
+        try:
+            with open_file(self.path, "wb") as file:
+                file.write(data)
+        except OSError as error:
+            if not out_of_space(error):
+                raise
+            # A full disk (a recovery on it rebuilds indexes): the entries serve from memory, and the file
+            # goes, so that no start trusts what it held; later entries make it a valid sparse index again.
+            logger.warning("%s: no space to write the rebuilt index; it is kept in memory", self.path)
+            try:
+                os.unlink(self.path)
+            except FileNotFoundError:
+                pass
 
     def truncate_entries(self, keep: int) -> None:
         keys = self._loaded()
@@ -136,7 +161,13 @@ class _Index:
 
         A file closed since it was written (its segment's descriptors were closed to make room) is
         opened for the fsync alone: its pages are still the file's to sync."""
-        self.write_pending()
+        try:
+            self.write_pending()
+        except OSError as error:
+            if not out_of_space(error):
+                raise
+            # A full disk: the file lacks its last entries (a restart that finds it short, or ending in
+            # part of an entry, rebuilds or does without them); what it has is synced below.
         if not self._unsynced:
             return
         if self._fd is not None:

@@ -9,6 +9,7 @@ so only what was written after the last checkpoint gets scanned.
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import uuid
@@ -25,7 +26,10 @@ from kbroker.log.checkpoint import (
 )
 from kbroker.log.clock import SYSTEM_CLOCK, Clock
 from kbroker.log.config import LogConfig
+from kbroker.log.offline import out_of_space
 from kbroker.log.partition_log import Log
+
+logger = logging.getLogger("kbroker.log.manager")
 
 TopicPartition = tuple[str, int]
 
@@ -117,8 +121,16 @@ class LogManager:
     def write_checkpoint(self, values: tuple[dict, dict]) -> None:
         """Persist ``checkpoint_values()`` (two fsynced files): blocks, so a worker thread's job."""
         recovery_points, log_starts = values
-        self._recovery_points.write(recovery_points)
-        self._log_starts.write(log_starts)
+        try:
+            self._recovery_points.write(recovery_points)
+            self._log_starts.write(log_starts)
+        except OSError as error:
+            if not out_of_space(error):
+                raise
+            # A full disk: the last checkpoints stay, and a restart recovers from them (it checks more of
+            # the logs, and a log start DeleteRecords moved since may come back). Tried again next time.
+            logger.warning("checkpoints in %s not written: %s", self.log_dir, error)  # once per checkpoint interval
+            return
         self._checkpointed = values
 
     def _checkpoint_values(self) -> tuple[dict, dict]:

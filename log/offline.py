@@ -17,3 +17,14 @@ class LogDirOffline(OSError):
     def __init__(self, topic: str, index: int, cause: BaseException) -> None:
         super().__init__(errno.EIO, f"log directory of {topic}-{index} is offline after a failed fsync: {cause}")
         self.cause = cause
+
+
+OUT_OF_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+def out_of_space(error: BaseException) -> bool:
+    """A write failed for space (a full filesystem, or a quota): unlike a failed fsync, nothing written
+    before is in doubt, so the directory stays online and writes are tried again (Kafka would take it
+    offline: a full disk is a state an operator fixes, and clients should resume without a restart)."""
+    return isinstance(error, OSError) and not isinstance(error, LogDirOffline) and error.errno in OUT_OF_SPACE
+

@@ -372,9 +372,10 @@ class Log:
         if first_offset is None:
             raise ValueError("nothing to append")
         last_offset = next_offset - 1
-        if self.leader_epochs is not None:
-            for epoch, start_offset in epoch_starts:
-                self.leader_epochs.assign(epoch, start_offset)
+        # Each step that writes can fail for space (a full disk) and leaves nothing of this append behind:
+        # the epochs are restored, a roll is tried again next time, a partial batch is cut off.
+        if self.leader_epochs is not None and epoch_starts:
+            self.leader_epochs.assign_many(epoch_starts)
         self._maybe_roll(len(view), first_offset, last_offset, now_ms)
         self.active_segment.append(view, last_offset, max_timestamp, offset_of_max, first_timestamp, first_offset)
         self._update_producer_state(view, applied)

@@ -35,14 +35,14 @@ data_directories: config
 effects:
 event_log:
 group: coordinator_runtime effects topics
-handlers: config controller coordinator_runtime effects group metadata producer_ids results security topics txn
+handlers: config controller coordinator_runtime effects event_log group metadata producer_ids results security topics txn
 lifecycle: controller
 metadata: config controller
 listen:
 metrics:
 peers: security
 producer_ids: metadata
-replication: controller security
+replication: controller event_log security
 results:
 security: config effects
 server: event_log handlers security

@@ -353,6 +353,9 @@ SETTINGS: tuple[Setting, ...] = (
     # --- logs (topic defaults: see TOPIC_CONFIG_SYNONYMS) ---
     _S("log.dir", "string", "./kbroker-data", "Data directory, when log.dirs is unset."),
     _S("log.dirs", "string", None, "Comma-separated data directories; unset: log.dir."),
+    _S("log.dir.min.free.bytes", "long", 16 * 1024 * 1024, "kbroker's own: data appends are refused "
+       "(KAFKA_STORAGE_ERROR) that would leave less free on the log directory's filesystem, kept for the "
+       "metadata, checkpoints and a restart's recovery; 0: none kept.", AtLeast(0)),
     _S("log.segment.bytes", "int", 1024**3, "Largest segment file of a partition.", AtLeast(14)),
     _S("log.roll.ms", "long", None, "Roll a new segment after this long; unset: log.roll.hours."),
     _S("log.roll.hours", "int", 168, "Roll a new segment after this many hours, if log.roll.ms is unset.",

@@ -16,6 +16,7 @@ import logging
 import trio
 
 from kbroker import handlers
+from kbroker.event_log import RepeatedWarning
 from kbroker.handlers.interfaces import HandlerNode
 from kbroker.handlers.leader_hints import hint_leader, node_endpoints
 from kbroker.handlers.partition_guard import TopicGuard, guard_topic
@@ -25,13 +26,14 @@ from kbroker.security.quotas import PRODUCER_BYTE_RATE
 from kbroker.txn.verification import add_to_transaction, ask_remote_coordinator, verify_in_transaction
 from kbroker.log.append_origin import AppendOrigin
 from kbroker.log.descriptor_cache import out_of_descriptors
-from kbroker.log.offline import LogDirOffline
+from kbroker.log.offline import LogDirOffline, out_of_space
 from kbroker.log.partition_log import ProducerStateError
 from kbroker.log.validator import BatchRefused, ProducedBatches, read_produced, validate_produce
 from kbroker.wire.errors import ErrorCode
 from kbroker.wire.schema import API_BY_NAME
 
 logger = logging.getLogger("kbroker.handlers.produce")
+_storage_refusals = RepeatedWarning(logger, "%s: produce answered KAFKA_STORAGE_ERROR: %s")
 
 ProduceResponse = API_BY_NAME["Produce"].response_class
 TopicResult = ProduceResponse.TopicProduceResponse
@@ -176,13 +178,15 @@ def _append(broker: HandlerNode, transactional_id: str | None, partition, produc
         result.error_message = str(error)
         return None
     except OSError as error:
-        if not out_of_descriptors(error):
+        if not (out_of_descriptors(error) or out_of_space(error)):
             raise
-        # As Kafka answers an I/O error appending (ReplicaManager.appendToLocalLog); producers retry it.
-        # Unlike Kafka the log directory stays online: a descriptor limit says nothing about the disk.
-        logger.warning("%s-%d: produce answered KAFKA_STORAGE_ERROR: %s", partition.topic, partition.index, error)
+        # As Kafka answers an I/O error appending (ReplicaManager.appendToLocalLog): KAFKA_STORAGE_ERROR, which
+        # producers retry, so that they go on once space or descriptors are found again. Unlike Kafka the log
+        # directory stays online: nothing written before is in doubt, and an operator frees space without a
+        # restart. Nothing of the refused batch stays in the log (kbroker/log/partition_log.py).
+        _storage_refusals.warn(f"{partition.topic}-{partition.index}", error)
         result.error_code = ErrorCode.KAFKA_STORAGE_ERROR
-        result.error_message = "out of file descriptors"
+        result.error_message = "no space left on the log directory" if out_of_space(error) else "out of file descriptors"
         return None
     result.base_offset = appended.first_offset
     result.log_append_time_ms = appended.log_append_time

@@ -21,12 +21,15 @@ import logging
 
 import trio
 
+from kbroker.event_log import RepeatedWarning
+from kbroker.log.offline import out_of_space
 from kbroker.security.peer import PeerUnreachable
 from kbroker.wire.errors import ErrorCode
 from kbroker.wire.records import iter_batches
 from kbroker.wire.schema import API_BY_NAME
 
 logger = logging.getLogger("kbroker.replication.fetcher")
+_no_space = RepeatedWarning(logger, "replica fetcher from %s cannot append: %s")
 
 FETCH = API_BY_NAME["Fetch"]
 FetchRequest = FETCH.request_class
@@ -121,6 +124,12 @@ class ReplicaFetchers:
                     now = trio.current_time()
                     delayed = {key: when for key, when in delayed.items() if when > now}
                     delayed.update((key, now + backoff_s) for key in failed)
+                except OSError as error:
+                    if not out_of_space(error):
+                        logger.exception("replica fetcher for leader %d failed", leader)
+                    else:  # a full disk: copies wait for space (this replica falls out of the ISRs meanwhile)
+                        _no_space.warn(f"leader {leader}", error)
+                    await trio.sleep(backoff_s)
                 except Exception:  # a bug here must not take the broker down: log it, fetch again later
                     logger.exception("replica fetcher for leader %d failed", leader)
                     await trio.sleep(backoff_s)

@@ -38,9 +38,11 @@ import trio
 
 from kbroker.replication.flusher import Flusher
 from kbroker.log.append_origin import AppendOrigin
+from kbroker.log.free_space import FreeSpace
 from kbroker.log.offline import LogDirOffline
 from kbroker.log.clock import SYSTEM_CLOCK, Clock
 from kbroker.log.partition_log import AppendResult, Log
+from kbroker.log.validator import ValidatedBatches
 
 # A flush failing with one of these never reached fsync (an open failed): see the module's docstring.
 FSYNC_NOT_RUN = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOENT})
@@ -50,8 +52,10 @@ class Partition:
     def __init__(self, topic: str, index: int, log: Log, flusher: Flusher, leader_epoch: int = 0, *,
                  node_id: int = -1, replicas: tuple[int, ...] = (), isr: tuple[int, ...] = (), leader: int = -1,
                  clock: Clock = SYSTEM_CLOCK,
-                 on_storage_failure: Callable[[BaseException], None] | None = None) -> None:
-        """``on_storage_failure(error)`` is told, once, that an fsync of this partition failed."""
+                 on_storage_failure: Callable[[BaseException], None] | None = None,
+                 free_space: FreeSpace | None = None) -> None:
+        """``on_storage_failure(error)`` is told, once, that an fsync of this partition failed; ``free_space``
+        keeps log.dir.min.free.bytes free on the log directory (kbroker/log/free_space.py)."""
         self.topic = topic
         self.index = index
         self.log = log
@@ -66,6 +70,7 @@ class Partition:
         self._flush_error: BaseException | None = None  # the last flush's, when its fsync never ran
         self.offline: LogDirOffline | None = None  # set for good once an fsync failed (or the directory did)
         self.on_storage_failure = on_storage_failure
+        self.free_space = free_space
         self._wanted = -1  # the highest offset someone asked to be made durable
         self._flush_policy_wanted = -1  # the highest offset whose append reached flush.messages
         self._advanced = trio.Event()  # set (and replaced) whenever the high watermark moves
@@ -172,17 +177,20 @@ class Partition:
     # -- appends and durability ---------------------------------------------------------------------------------
 
     def append(self, records, origin: AppendOrigin = AppendOrigin.CLIENT) -> AppendResult:
-        self._check_online()
         """Append as leader (offsets and this leader's epoch stamped in place); followers' fetches wake.
-        ``records``: bytes, or a produce's batches as kbroker/log/validator.py validated them."""
+        ``records``: bytes, or a produce's batches as kbroker/log/validator.py validated them. OSError
+        ENOSPC when the disk is full (or would be past log.dir.min.free.bytes): nothing is written then."""
+        self._check_online()
+        self._claim_space(records)
         result = self.log.append(records, origin=origin, leader_epoch=self.leader_epoch, now_ms=self.clock.wall_ms())
         self._wake_fetchers()
         self._apply_flush_policy(result)
         return result
 
     def append_replicated(self, records) -> AppendResult:
-        self._check_online()
         """Append as follower: the leader's batches with their offsets and epochs."""
+        self._check_online()
+        self._claim_space(records)
         result = self.log.append(records, origin=AppendOrigin.REPLICATION, now_ms=self.clock.wall_ms())
         self._apply_flush_policy(result)
         return result
@@ -236,6 +244,10 @@ class Partition:
         self._wake_fetchers()
         self._advanced.set()  # high-watermark waiters look again (and find the partition offline)
         self._advanced = trio.Event()
+
+    def _claim_space(self, records) -> None:
+        if self.free_space is not None:
+            self.free_space.claim(len(records.buffer) if isinstance(records, ValidatedBatches) else len(records))
 
     def _check_online(self) -> None:
         if self.offline is not None:
