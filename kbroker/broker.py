@@ -45,7 +45,7 @@ from kbroker.security.listener import ListenerSecurity
 from kbroker.security.quotas import ClientQuotas, QuotaMeters
 from kbroker.security.peer import PeerSecurity
 from kbroker.security.scram import ScramCredential, credential_of
-from kbroker.server import ListenerServices, Server, ServerLimits
+from kbroker.server import ListenerServices, RequestMemory, Server, ServerLimits
 from kbroker.topics import TopicRequest, topic_log_config
 from kbroker.log.checkpoint import fsync_file_and_directory, kafka_uuid_string
 from kbroker.log.clock import SYSTEM_CLOCK, Clock
@@ -185,7 +185,9 @@ class Broker:
         self.quotas = ClientQuotas(lambda: self.image.client_quotas, QuotaMeters(
             self.config.quota_window_num, self.config.quota_window_size_seconds * 1000), clock)
         # what the listeners use of this broker (the metrics once run() makes them)
-        self.services = ListenerServices(self.scram_credential, self.quotas, self.config.get("logging.requests"))
+        request_bytes = self.config.get("queued.max.request.bytes")
+        self.services = ListenerServices(self.scram_credential, self.quotas, self.config.get("logging.requests"),
+                                         request_memory=RequestMemory(request_bytes) if request_bytes > 0 else None)
         # connections kept to the others' inter-broker listeners (a lone broker reaches none)
         self.peers = Peers(PeerSecurity() if self.alone else PeerSecurity.inter_broker(self.config),
                            client_id=f"broker-{self.node_id}")

@@ -88,6 +88,55 @@ class ListenerServices:
     quotas: ClientQuotas | None = None  # a broker's client quotas; a controller's listener meters no one
     log_every_request: bool = False  # logging.requests
     metrics: object = None  # kbroker.metrics.BrokerMetrics, once the broker has made them
+    request_memory: RequestMemory | None = None  # queued.max.request.bytes, shared by the node's listeners
+
+
+class _Lease:
+    """What one connection holds of the node's :class:`RequestMemory`: the bytes of its request being read."""
+
+    __slots__ = ("memory", "held")
+
+    def __init__(self, memory: RequestMemory | None) -> None:
+        self.memory = memory
+        self.held = 0
+
+    @property
+    def wanted(self) -> bool:
+        """Whether the next large request must take its bytes first (a pool is set, none held yet)."""
+        return self.memory is not None and not self.held
+
+    async def take(self, size: int) -> None:
+        await self.memory.acquire(size)
+        self.held = size
+
+    def give_back(self) -> None:
+        if self.held:
+            self.memory.release(self.held)
+            self.held = 0
+
+
+class RequestMemory:
+    """Kafka's request memory pool (``queued.max.request.bytes``): the bytes of large requests read and not yet
+    handled, across every connection of the node's listeners. A connection whose next request would go past the
+    bound reads no further until others are handled (as Kafka mutes its channel), so that 200 clients sending
+    1 MiB at once cost the bound, not 200 MiB; what waits stays in the kernel's socket buffers. Requests below
+    the direct-read size (64 KiB) are not counted: each connection holds at most one such frame and one read
+    (256 KiB) of them. A request larger than the whole bound is let in alone, when nothing else holds memory."""
+
+    def __init__(self, capacity_bytes: int) -> None:
+        self.capacity_bytes = capacity_bytes
+        self.used_bytes = 0
+        self._freed = trio.Event()
+
+    async def acquire(self, size: int) -> None:
+        while self.used_bytes and self.used_bytes + size > self.capacity_bytes:
+            await self._freed.wait()
+        self.used_bytes += size
+
+    def release(self, size: int) -> None:
+        self.used_bytes -= size
+        self._freed.set()
+        self._freed = trio.Event()
 
 
 @dataclass(frozen=True)
@@ -186,33 +235,51 @@ class Server:
         decoder = FrameDecoder(self.limits.max_frame_bytes)
         idle_seconds = self.limits.idle_ms / 1000
         direct_reads = isinstance(stream, trio.SocketStream)
-        while not session.closing:
-            decoder.max_frame_bytes = session.max_frame_bytes or self.limits.max_frame_bytes
-            frame = decoder.next_frame()
-            if frame is None and direct_reads and (partial := decoder.take_partial_frame(_DIRECT_READ_BYTES)) is not None:
-                frame = await _receive_rest(stream, *partial, idle_seconds)
-                if frame is None:
-                    logger.debug("connection from %s closed or idle inside a frame", peer)
-                    return
+        lease = _Lease(self.services.request_memory)  # the bytes of the request being read, from the pool
+        try:
+            while not session.closing and await self._read_request(stream, peer, session, outbox, nursery, decoder,
+                                                                   lease, idle_seconds, direct_reads):
+                pass
+        finally:
+            lease.give_back()
+
+    async def _read_request(self, stream, peer, session, outbox, nursery, decoder, lease, idle_seconds,
+                            direct_reads) -> bool:
+        """Read more of the next request, and handle it once whole; False when the connection ends."""
+        decoder.max_frame_bytes = session.max_frame_bytes or self.limits.max_frame_bytes
+        if lease.wanted and (size := decoder.next_frame_size()) is not None \
+                and _DIRECT_READ_BYTES <= size <= decoder.max_frame_bytes:
+            await lease.take(size)  # before the body is read: a connection past the bound waits here
+        frame = decoder.next_frame()
+        if frame is None and direct_reads and (partial := decoder.take_partial_frame(_DIRECT_READ_BYTES)) is not None:
+            frame = await _receive_rest(stream, *partial, idle_seconds)
             if frame is None:
-                with trio.move_on_after(idle_seconds):
-                    data = await stream.receive_some(_RECEIVE_BYTES)
-                    if not data:
-                        return
-                    decoder.feed(data)
-                    continue
-                logger.debug("closing idle connection from %s", peer)
-                return
+                logger.debug("connection from %s closed or idle inside a frame", peer)
+                return False
+        if frame is None:
+            with trio.move_on_after(idle_seconds):
+                data = await stream.receive_some(_RECEIVE_BYTES)
+                if not data:
+                    return False
+                decoder.feed(data)
+                return True
+            logger.debug("closing idle connection from %s", peer)
+            return False
+        try:
             if session.raw_tokens:
                 answer = _raw_token_answer(session, frame, peer)
             else:
                 answer = await self._handle(frame, peer, session)
-            if answer is not None:
-                await outbox.put(answer)
-                if not answer.done.is_set():
-                    nursery.start_soon(answer.complete, outbox)
-                if answer.throttle_ms:  # muted: nothing more is read from this client until the throttle ends
-                    await trio.sleep(answer.throttle_ms / 1000)
+        finally:
+            del frame  # handled: its bytes go back to the pool (a deferred answer keeps only its response)
+            lease.give_back()
+        if answer is not None:
+            await outbox.put(answer)
+            if not answer.done.is_set():
+                nursery.start_soon(answer.complete, outbox)
+            if answer.throttle_ms:  # muted: nothing more is read from this client until the throttle ends
+                await trio.sleep(answer.throttle_ms / 1000)
+        return True
 
     async def exchange(self, frame: bytes, peer: str) -> bytes:
         """The response frame to one request frame (each with its size), handled as if it came from

@@ -62,6 +62,12 @@ class FrameDecoder:
         size = _SIZE.unpack_from(self._buffer, self._start)[0]
         return max(1, 4 + size - available)
 
+    def next_frame_size(self) -> int | None:
+        """The size of the next frame's body, once its size prefix has arrived (whole or not)."""
+        if len(self._buffer) - self._start < 4:
+            return None
+        return _SIZE.unpack_from(self._buffer, self._start)[0]
+
     def take_partial_frame(self, min_size: int) -> tuple[bytearray, int] | None:
         """Hand over an incomplete frame of at least ``min_size`` bytes, to be read straight into.
 

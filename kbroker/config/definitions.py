@@ -230,6 +230,9 @@ SETTINGS: tuple[Setting, ...] = (
        "kbroker's listen sockets queue 1024.", AtLeast(1), used=False),
     _S("max.connections", "int", INT_MAX, "Most client connections open at once.", AtLeast(0)),
     _S("connections.max.idle.ms", "long", 10 * MINUTE_MS, "Idle connections are closed after this long."),
+    _S("queued.max.request.bytes", "long", 256 * 1024**2, "Bytes of large requests (64 KiB and more) read and "
+       "not yet handled, over all connections; past it connections wait before reading more. -1 or 0: no bound. "
+       "Kafka's default is -1."),
     _S("queued.max.requests", "int", 500, "Requests read ahead but not yet answered, per connection.",
        AtLeast(1)),
     _S("num.network.threads", "int", 3, "Kafka's network thread count; kbroker is single-threaded.", AtLeast(1),

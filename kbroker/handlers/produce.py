@@ -76,9 +76,10 @@ async def handle(broker: HandlerNode, context, request):
     if leaders:
         response.node_endpoints = node_endpoints(broker.image, leaders, ProduceResponse, context.listener)
     if request.acks == -1 and durable_waits:
+        timeout_s = max(request.timeout_ms, 0) / 1000  # the wait keeps no reference to the request's records
 
         async def committed():
-            with trio.move_on_after(max(request.timeout_ms, 0) / 1000):
+            with trio.move_on_after(timeout_s):
                 for _, partition, last_offset, result in durable_waits:  # their fsyncs are all under way already
                     try:
                         await partition.wait_committed(last_offset)
