@@ -178,7 +178,7 @@ class Broker:
                                          session_timeout_ms=self.config.get("broker.session.timeout.ms"))
         self._take_dynamic_configs()
         self.log_defaults = self.config.log_config()
-        self.maintenance = LogMaintenance(self.logs, self.config, clock)
+        self.maintenance = LogMaintenance(self.logs, self.config, clock, offline=lambda: self.log_dir_offline is not None)
         self.metrics = None  # kbroker.metrics.BrokerMetrics, made by run() when metrics.port is set
         self.metrics_port: int | None = None
         self.authorization = Authorization(self.config)  # ACLs, when authorizer.class.name names ours

@@ -15,7 +15,10 @@ Partition = Topic.MetadataResponsePartition
 Broker = MetadataResponse.MetadataResponseBroker
 
 
-def _topic(topic) -> object:
+def _topic(topic, live: set[int]) -> object:
+    """``live``: the brokers registered and unfenced whose log directory is online, as far as this broker
+    knows; the others' replicas are offline (v5+), as Kafka's metadata cache reports them (a broker whose
+    log directory failed asks to be fenced: kbroker/lifecycle.py)."""
     partitions = [
         Partition(
             partition_index=p.partition,
@@ -23,6 +26,7 @@ def _topic(topic) -> object:
             leader_epoch=p.leader_epoch,
             replica_nodes=list(p.replicas),
             isr_nodes=list(p.isr),
+            offline_replicas=[replica for replica in p.replicas if replica not in live],
         )
         for p in topic.partitions
     ]
@@ -66,9 +70,12 @@ async def handle(broker: HandlerNode, context, request):
     """As Kafka's: topics the principal may not describe are left out of an all-topics answer and
     answered TOPIC_AUTHORIZATION_FAILED when asked for by name or id."""
     image = broker.image
+    live = {b.node_id for b in image.live_brokers}
+    if broker.log_dir_offline is not None:  # its own replicas, whether or not it is fenced yet
+        live.discard(broker.node_id)
     if request.topics is None or (context.api_version == 0 and not request.topics):
         # Null asks for every topic (v1+); so does an empty list in v0.
-        topics = [_topic(topic) for topic in image.topics.values() if _may_see(broker, context, topic.name)]
+        topics = [_topic(topic, live) for topic in image.topics.values() if _may_see(broker, context, topic.name)]
     else:
         await _auto_create(broker, context, request)
         image = broker.image
@@ -86,7 +93,7 @@ async def handle(broker: HandlerNode, context, request):
                     code = ErrorCode.INVALID_TOPIC_EXCEPTION
                 topics.append(Topic(error_code=code, name=wanted.name, topic_id=wanted.topic_id or ZERO_UUID))
             else:
-                topics.append(_topic(topic))
+                topics.append(_topic(topic, live))
     if getattr(request, "include_topic_authorized_operations", False):
         for topic in topics:
             if topic.error_code == ErrorCode.NONE:

@@ -25,25 +25,29 @@ import trio
 from kbroker.log.cleaner import clean, cleanable_range
 from kbroker.log.clock import SYSTEM_CLOCK, Clock
 from kbroker.log.descriptor_cache import out_of_descriptors
+from kbroker.log.offline import out_of_space
 
 logger = logging.getLogger(__name__)
 
 
 @contextlib.contextmanager
 def _next_round_if_out_of_descriptors(work: str, key: tuple[str, int]):
-    """Out of file descriptors, a partition's retention or compaction waits for the next round; the broker
-    goes on (a clean is abandoned whole, crash-safely: kbroker/log/segment_swap.py)."""
+    """Out of file descriptors or of space, a partition's retention or compaction waits for the next round;
+    the broker goes on (a clean is abandoned whole, crash-safely: kbroker/log/segment_swap.py)."""
     try:
         yield
     except OSError as error:
-        if not out_of_descriptors(error):
+        if not (out_of_descriptors(error) or out_of_space(error)):
             raise
         logger.warning("%s-%d: %s put off to the next round: %s", *key, work, error)
 
 
 class LogMaintenance:
-    def __init__(self, logs, config, clock: Clock = SYSTEM_CLOCK) -> None:
+    def __init__(self, logs, config, clock: Clock = SYSTEM_CLOCK, offline=lambda: False) -> None:
+        """``offline()``: whether the log directory went offline (a failed fsync); nothing on it is then
+        deleted or rewritten, as Kafka stops its cleaner and retention on an offline directory."""
         self.logs = logs  # the LogManager: its ``logs`` dict changes as topics come and go
+        self.offline = offline
         self.retention_interval_s = config.log_retention_check_interval_ms / 1000
         self.cleaner_enabled = config.log_cleaner_enable
         self.cleaner_backoff_s = config.log_cleaner_backoff_ms / 1000
@@ -58,6 +62,8 @@ class LogMaintenance:
         next_retention = next_cleaning = trio.current_time()
         while True:
             now = trio.current_time()
+            if self.offline():
+                return
             if now >= next_retention:
                 next_retention = now + self.retention_interval_s
                 await self.enforce_retention()
@@ -69,6 +75,8 @@ class LogMaintenance:
 
     async def enforce_retention(self) -> None:
         for key, log in list(self.logs.logs.items()):
+            if self.offline():
+                return
             if log.config.delete:
                 with _next_round_if_out_of_descriptors("retention", key):
                     deleted = log.apply_retention(self.clock.wall_ms())
@@ -79,6 +87,8 @@ class LogMaintenance:
 
     async def compact(self) -> None:
         for key, log in list(self.logs.logs.items()):
+            if self.offline():
+                return
             with _next_round_if_out_of_descriptors("compaction", key):
                 if log.config.compact and self._worth_cleaning(key, log):
                     result = clean(log, now_ms=self.clock.wall_ms(), first_dirty_offset=self.first_dirty.get(key))

@@ -55,6 +55,10 @@ async def test_a_broker_whose_fsyncs_fail_answers_kafka_storage_error_and_stays_
         assert partition.high_watermark == 1 and partition.log.recovery_point == 1
         metadata = await trio.to_thread.run_sync(call, port, "Metadata", 12, Metadata(topics=None))
         assert [topic.name for topic in metadata.topics] == [TOPIC]
+        with trio.fail_after(10):  # fenced at its own asking, its replica is reported offline
+            while metadata.topics[0].partitions[0].offline_replicas != [broker.node_id]:
+                await trio.sleep(0.05)
+                metadata = await trio.to_thread.run_sync(call, port, "Metadata", 12, Metadata(topics=None))
         described = await trio.to_thread.run_sync(call, port, "DescribeLogDirs", 1, DescribeLogDirs(topics=None))
         assert described.results[0].error_code == ErrorCode.KAFKA_STORAGE_ERROR
         ready, why = broker.readiness()

@@ -51,9 +51,9 @@ def expiring_log(tmp_path, clock: FakeClock, **config) -> Log:
     return log
 
 
-def maintenance_of(log: Log, clock: FakeClock) -> LogMaintenance:
+def maintenance_of(log: Log, clock: FakeClock, offline=lambda: False) -> LogMaintenance:
     config = SimpleNamespace(log_retention_check_interval_ms=100, log_cleaner_enable=False, log_cleaner_backoff_ms=100)
-    return LogMaintenance(SimpleNamespace(logs={("expiring", 0): log}), config, clock)
+    return LogMaintenance(SimpleNamespace(logs={("expiring", 0): log}), config, clock, offline=offline)
 
 
 @pytest.mark.trio
@@ -75,6 +75,28 @@ async def test_old_segments_of_a_delete_topic_go_after_retention_ms_on_the_maint
     await maintenance.enforce_retention()
     assert len(log.segments) == 1 and log.log_start_offset == log.segments[0].base_offset  # never the active one
     assert log.log_end_offset == 20
+    log.close()
+
+
+@pytest.mark.trio
+async def test_nothing_is_deleted_on_a_log_directory_gone_offline(tmp_path, autojump_clock):
+    """After a failed fsync (issue 26) what is on disk is what a restart recovers from: retention leaves it,
+    as Kafka stops its retention and cleaner on an offline directory."""
+    clock = FakeClock()
+    log = expiring_log(tmp_path, clock)
+    offline = [False]
+    maintenance = maintenance_of(log, clock, offline=lambda: offline[0])
+    clock.advance(60_000)
+    offline[0] = True
+    await maintenance.enforce_retention()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(maintenance.run)
+        await trio.sleep(1)
+        assert len(log.segments) > 3 and log.log_start_offset == 0
+        nursery.cancel_scope.cancel()
+    offline[0] = False  # (a restart, in a broker)
+    await maintenance.enforce_retention()
+    assert len(log.segments) == 1
     log.close()
 
 
