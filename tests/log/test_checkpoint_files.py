@@ -57,6 +57,20 @@ def test_failed_write_leaves_old_content_and_no_temporary_file(tmp_path, monkeyp
     assert not (tmp_path / "state.tmp").exists()
 
 
+def test_failed_rename_leaves_old_content_and_no_temporary_file(tmp_path, monkeypatch):
+    path = tmp_path / "state"
+    write_atomically(path, b"old")
+
+    def failing_replace(source, destination):
+        raise OSError(28, "No space left on device")  # a directory that must grow, on a full disk
+
+    monkeypatch.setattr(os, "replace", failing_replace)
+    with pytest.raises(OSError):
+        write_atomically(path, b"new")
+    assert path.read_bytes() == b"old"
+    assert not (tmp_path / "state.tmp").exists()
+
+
 def test_stray_temporary_file_from_interrupted_write_is_ignored(tmp_path):
     path = tmp_path / checkpoint.RECOVERY_POINT_CHECKPOINT
     offsets = OffsetCheckpointFile(path)

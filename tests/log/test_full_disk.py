@@ -127,3 +127,22 @@ def test_free_space_refuses_what_would_eat_into_the_floor():
     clock[0] += 1.0
     space.claim(1_500_000)
     assert FreeSpace("/data", 0, statvfs=None).claim(10**12) is None  # 0: no floor, and no ask
+
+
+def test_checkpoints_that_cannot_be_written_wait_for_space(tmp_path, monkeypatch, caplog):
+    manager = LogManager(str(tmp_path))
+    log = manager.open("p", 0, LogConfig())
+    log.append(batch())
+    log.flush()
+    manager.checkpoint()
+    written = (tmp_path / "recovery-point-offset-checkpoint").read_text()
+    log.append(batch())
+    log.flush()
+    monkeypatch.setattr(os, "replace", lambda source, destination: (_ for _ in ()).throw(FULL))
+    manager.checkpoint()  # no exception: a restart recovers from the last checkpoint
+    assert "not written" in caplog.text
+    assert (tmp_path / "recovery-point-offset-checkpoint").read_text() == written
+    monkeypatch.undo()
+    manager.checkpoint()
+    assert (tmp_path / "recovery-point-offset-checkpoint").read_text() != written
+    manager.close()
