@@ -186,11 +186,31 @@ class LineProducer:
         return by_leader
 
     def _produce(self, connection, request: dict) -> None:
+        """Send one Produce and check its answers. A partition answered as not there yet (a new topic that
+        its leader has not applied) is sent again every 100 ms for up to 10 s, as Kafka's producer retries
+        it: those answers mean nothing was written."""
         if self.acks == 0:
             connection.send("Produce", **request)
             return
-        for result in connection.call("Produce", **request).responses[0].partition_responses:
+        deadline = time.monotonic() + _NOT_YET_RETRY_S
+        while True:
+            results = connection.call("Produce", **request).responses[0].partition_responses
+            waiting = {result.index for result in results if result.error_code in _NOT_YET}
+            if not waiting or time.monotonic() >= deadline:
+                break
+            for result in results:
+                if result.index not in waiting:
+                    check_error_code(result.error_code, f"{self.topic}-{result.index}")
+            time.sleep(0.1)
+            [topic] = request["topic_data"]
+            request = dict(request, topic_data=[ProduceData(name=self.topic, partition_data=[
+                data for data in topic.partition_data if data.index in waiting])])
+        for result in results:
             check_error_code(result.error_code, f"{self.topic}-{result.index}")
+
+
+_NOT_YET = frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.LEADER_NOT_AVAILABLE})
+_NOT_YET_RETRY_S = 10
 
 
 @contextlib.contextmanager
