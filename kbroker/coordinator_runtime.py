@@ -8,6 +8,19 @@ an internal compacted topic (``__consumer_offsets``, ``__transaction_state``):
   on it), as one batch per ``Persist``; answers that follow wait until the
   batch is fsynced, and are sent from the runtime's own nursery, so a client
   that hangs up cannot strand the answers of others;
+- a state change becomes visible only once its record is durable (DESIGN.md
+  rule 11). The cores keep what a ``Persist`` changes pending and are told its
+  fate: ``on_durable`` once the batch is committed (fsynced, and on every
+  in-sync replica), or ``on_failure`` when the append raised or the fsync
+  failed, and then they revert. Each partition's writes are told in append
+  order, whatever order their fsyncs are reported in, so the committed state
+  is always a prefix of the log, as Kafka's CoordinatorRuntime commits its
+  timeline state at the high watermark and reverts a failed batch's snapshot.
+  A Persist after a failed one in the same list fails too: one request's
+  records stand or fall together. A failed fsync leaves the batch in the file
+  as Kafka leaves a failed append's: whether it survives is unknown, so the
+  client hears an error, and if the records are read back at the next load
+  they count, as any record the log holds (a retry supersedes them);
 - a request that cannot be answered at once waits on a ``waiter`` id;
 - at start, and when the topic is created, each partition is loaded by
   replaying its records, yielding every 1,000 records so that requests
@@ -24,6 +37,7 @@ records, create the topic and what its timers do.
 from __future__ import annotations
 
 import logging
+from collections import deque
 
 import trio
 
@@ -61,10 +75,31 @@ _WAITER_LIMIT_S = 30 * 60 + 60  # beyond the longest timeout a client may ask a 
 _TIMER_IDLE_S = 1.0  # the timer task's longest sleep
 
 
+# A write that failed is answered COORDINATOR_NOT_AVAILABLE: retriable, the client finds its coordinator
+# again and retries. (Kafka says NOT_COORDINATOR for a storage error; the clients treat both alike.)
+_WRITE_FAILED = ErrorCode.COORDINATOR_NOT_AVAILABLE
+
+
 class _Waiter:
     def __init__(self) -> None:
         self.response = None
         self.done = trio.Event()
+
+
+class _Write:
+    """One ``Persist`` on its way: appended (or refused), then durable or failed."""
+
+    __slots__ = ("key", "persist", "previous", "partition", "last_offset", "error", "decided", "settled")
+
+    def __init__(self, key: str, persist: Persist, previous: _Write | None) -> None:
+        self.key = key
+        self.persist = persist
+        self.previous = previous  # the Persist before it in the same list of effects
+        self.partition = None  # where its batch went (None: nothing to append)
+        self.last_offset = -1
+        self.error: BaseException | None = None
+        self.decided = False  # its fate is known
+        self.settled = trio.Event()  # the core was told
 
 
 class CoordinatorRuntime:
@@ -78,6 +113,7 @@ class CoordinatorRuntime:
         self._next_waiter = 0
         self._nursery: trio.Nursery | None = None
         self._timers_changed = trio.Event()
+        self._writes: dict[int, deque[_Write]] = {}  # per topic partition, in append order, until told
 
     # -- what a subclass provides ---------------------------------------------------
 
@@ -284,35 +320,79 @@ class CoordinatorRuntime:
         await done.wait()
         return not failures
 
+    async def wait_settled(self, key: str) -> None:
+        """Return once every write to ``key``'s partition appended so far is durable or has failed,
+        and the core has been told (Kafka's OffsetFetch with require_stable waits so)."""
+        for write in list(self._writes.get(self.partition_of(key), ())):
+            await write.settled.wait()
+
     def _stage(self, key: str, effects: list) -> list:
         """Append the records now, in the order the core asked; what is left to do is
         waiting for their fsync and answering."""
         self.changed(key, effects)
         self._timers_changed.set()
-        steps = []
+        steps, previous = [], None
         for effect in effects:
             if isinstance(effect, Persist):
-                if effect.records:
-                    steps.append(self._append(key, effect.records, effect.producer))
+                previous = self._append(key, effect, previous)
+                steps.append(previous)
             else:
                 steps.append(effect)
         return steps
 
-    def _append(self, key: str, pairs, producer: tuple[int, int] | None):
-        """``(partition, last offset)`` of the appended batch, or the error that stopped it."""
+    def _append(self, key: str, persist: Persist, previous: _Write | None) -> _Write:
+        """Append ``persist``'s records (if any) as one batch, and watch for their durability."""
         index = self.partition_of(key)
+        write = _Write(key, persist, previous)
+        if persist.records:
+            try:
+                encoded = [self.encode(record_key, value) for record_key, value in persist.records]
+                producer = persist.producer
+                transactional = {} if producer is None else {"producer_id": producer[0], "producer_epoch": producer[1],
+                                                             "transactional": True}
+                batch = build_batch([Record(offset_delta=i, key=k, value=v) for i, (k, v) in enumerate(encoded)],
+                                    base_timestamp=self.now_ms(), **transactional)
+                partition = self.broker.partition(self.topic, index)
+                appended = partition.append(bytearray(batch), origin=AppendOrigin.COORDINATOR)
+            except (OSError, KeyError) as error:
+                logger.error("%s-%d: records of %r not written: %s", self.topic, index, key, error)
+                write.error = error
+            else:
+                write.partition, write.last_offset = partition, appended.last_offset
+        self._writes.setdefault(index, deque()).append(write)
+        self._nursery.start_soon(self._watch, index, write)
+        return write
+
+    async def _watch(self, index: int, write: _Write) -> None:
+        """Wait for ``write``'s durability; then tell the core about it and every write before it
+        in the partition that is decided, in append order."""
+        if write.error is None and write.partition is not None:
+            try:
+                await write.partition.wait_committed(write.last_offset)
+            except OSError as error:
+                logger.error("%s: records of %r not made durable: %s", self.topic, write.key, error)
+                write.error = error
+        write.decided = True
+        queue = self._writes[index]
+        while queue and queue[0].decided:
+            self._tell(queue.popleft())
+
+    def _tell(self, write: _Write) -> None:
+        """The core learns the fate of ``write`` (failed too when a Persist before it in the same
+        list failed: one request's records stand or fall together)."""
+        if write.error is None and write.previous is not None and write.previous.error is not None:
+            write.error = write.previous.error
+        persist, now = write.persist, self.now_ms()
         try:
-            encoded = [self.encode(record_key, value) for record_key, value in pairs]
-            transactional = {} if producer is None else {"producer_id": producer[0], "producer_epoch": producer[1],
-                                                         "transactional": True}
-            batch = build_batch([Record(offset_delta=i, key=k, value=v) for i, (k, v) in enumerate(encoded)],
-                                base_timestamp=self.now_ms(), **transactional)
-            partition = self.broker.partition(self.topic, index)
-            appended = partition.append(bytearray(batch), origin=AppendOrigin.COORDINATOR)
-        except (OSError, KeyError) as error:
-            logger.error("%s-%d: records of %r not written: %s", self.topic, index, key, error)
-            return error
-        return partition, appended.last_offset
+            if write.error is None:
+                effects = persist.on_durable(now) if persist.on_durable is not None else []
+            else:
+                effects = persist.on_failure(_WRITE_FAILED, now) if persist.on_failure is not None else []
+        finally:
+            write.previous = None  # no chain of writes stays reachable
+            write.settled.set()
+        if effects:
+            self.apply(write.key, effects)
 
     async def _carry_out(self, key: str, steps: list, done: trio.Event | None, failures: list | None) -> None:
         failed = None
@@ -320,19 +400,14 @@ class CoordinatorRuntime:
             for step in steps:
                 if isinstance(step, Respond):
                     self._respond(step, failed)
-                elif failed is not None:
-                    continue
-                elif isinstance(step, BaseException):
-                    failed = step
-                elif not isinstance(step, tuple):
+                elif isinstance(step, _Write):
+                    await step.settled.wait()
+                    failed = failed or step.error
+                elif failed is None:
                     await self.perform(key, step)
-                else:
-                    partition, last_offset = step
-                    try:
-                        await partition.wait_committed(last_offset)
-                    except OSError as error:
-                        logger.error("%s: records of %r not made durable: %s", self.topic, key, error)
-                        failed = error
+        except BaseException as error:  # cancelled (the runtime stops): not known to be written, so not a success
+            failed = failed or error
+            raise
         finally:
             if failures is not None and failed is not None:
                 failures.append(failed)
@@ -344,6 +419,6 @@ class CoordinatorRuntime:
         if waiter is None or waiter.done.is_set():
             return
         if failed is not None and hasattr(step.response, "error_code"):
-            step.response.error_code = ErrorCode.COORDINATOR_NOT_AVAILABLE  # what it depends on was not written
+            step.response.error_code = _WRITE_FAILED  # what it depends on was not written
         waiter.response = step.response
         waiter.done.set()

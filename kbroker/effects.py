@@ -5,11 +5,19 @@ A request that cannot be answered at once (a JoinGroup waiting for the
 rebalance, a follower's SyncGroup waiting for the leader) is identified by a
 ``waiter``: an opaque id the shell passes in with the request. Its answer may
 come out of the same call, or out of a later call or ``tick``.
+
+A core that changes state by a ``Persist`` keeps the change pending and
+commits it in ``on_durable``, or drops it in ``on_failure`` (DESIGN.md rule 11;
+Kafka's coordinators complete a transition, or revert it, when the append's
+future completes). The shell calls one of the two for every ``Persist``, in
+the order the records were appended to their partition, and carries out the
+effects the call returns.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from kbroker.wire.errors import ErrorCode
 
@@ -31,6 +39,11 @@ class Persist:
 
     records: tuple[tuple[object, object | None], ...]
     producer: tuple[int, int] | None = None
+    # The records are durable: ``on_durable(now_ms)`` commits what they change and returns effects.
+    on_durable: Callable[[int], list] | None = field(default=None, compare=False, repr=False)
+    # They were not written, or not made durable (nor was a Persist before them in the same list):
+    # ``on_failure(error_code, now_ms)`` reverts what they would change and returns effects.
+    on_failure: Callable[[int, int], list] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
