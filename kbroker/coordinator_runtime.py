@@ -86,6 +86,10 @@ class _Waiter:
         self.done = trio.Event()
 
 
+class _LeadershipLost(Exception):
+    """A write's partition was unloaded (another broker leads it now) before the write was committed."""
+
+
 class _Write:
     """One ``Persist`` on its way: appended (or refused), then durable or failed."""
 
@@ -114,6 +118,7 @@ class CoordinatorRuntime:
         self._nursery: trio.Nursery | None = None
         self._timers_changed = trio.Event()
         self._writes: dict[int, deque[_Write]] = {}  # per topic partition, in append order, until told
+        self._lost: dict[int, trio.Event] = {}  # per topic partition led here: set when it is unloaded
 
     # -- what a subclass provides ---------------------------------------------------
 
@@ -210,6 +215,8 @@ class CoordinatorRuntime:
                 self._nursery.start_soon(self._load, partition)
             elif state.leader != self.broker.node_id and held:
                 logger.debug("%s-%d: no longer led here; unloading", self.topic, partition)
+                if (lost := self._lost.pop(partition, None)) is not None:
+                    lost.set()  # its writes still waiting fail: the new coordinator loads what was committed
                 for step in coordinator.unload(partition) or ():
                     if isinstance(step, Respond):
                         self._respond(step, None)
@@ -360,22 +367,30 @@ class CoordinatorRuntime:
             else:
                 write.partition, write.last_offset = partition, appended.last_offset
         self._writes.setdefault(index, deque()).append(write)
-        self._nursery.start_soon(self._watch, index, write)
+        self._nursery.start_soon(self._watch, index, write, self._lost.setdefault(index, trio.Event()))
         return write
 
-    async def _watch(self, index: int, write: _Write) -> None:
+    async def _watch(self, index: int, write: _Write, lost: trio.Event) -> None:
         """Wait for ``write``'s durability; then tell the core about it and every write before it
         in the partition that is decided, in append order."""
         if write.error is None and write.partition is not None:
-            try:
-                await write.partition.wait_committed(write.last_offset)
-            except OSError as error:
-                logger.error("%s: records of %r not made durable: %s", self.topic, write.key, error)
-                write.error = error
+            async with trio.open_nursery() as race:
+                race.start_soon(self._committed, write, race.cancel_scope)
+                await lost.wait()  # unloaded first: as Kafka's runtime fails the pending writes of a partition
+                write.error = _LeadershipLost(f"{self.topic}-{index} is no longer led here")
+                race.cancel_scope.cancel()
         write.decided = True
         queue = self._writes[index]
         while queue and queue[0].decided:
             self._tell(queue.popleft())
+
+    async def _committed(self, write: _Write, race: trio.CancelScope) -> None:
+        try:
+            await write.partition.wait_committed(write.last_offset)
+        except OSError as error:
+            logger.error("%s: records of %r not made durable: %s", self.topic, write.key, error)
+            write.error = error
+        race.cancel()
 
     def _tell(self, write: _Write) -> None:
         """The core learns the fate of ``write`` (failed too when a Persist before it in the same
@@ -384,7 +399,9 @@ class CoordinatorRuntime:
             write.error = write.previous.error
         persist, now = write.persist, self.now_ms()
         try:
-            if write.error is None:
+            if isinstance(write.error, _LeadershipLost):
+                effects = []  # the core let the partition go: there is nothing of it to put back
+            elif write.error is None:
                 effects = persist.on_durable(now) if persist.on_durable is not None else []
             else:
                 effects = persist.on_failure(_WRITE_FAILED, now) if persist.on_failure is not None else []
