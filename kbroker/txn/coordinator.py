@@ -12,11 +12,13 @@ effects (kbroker/effects.py, and ``WriteMarkers`` here) that its shell
 - ``WriteMarkers``: write COMMIT or ABORT markers to the transaction's
   partitions, then call ``markers_written``, which completes the transaction.
 
-State changes as soon as a call returns (the shell replays nothing it writes),
-so a second request sees the first's decision: InitProducerId and EndTxn retry
-with CONCURRENT_TRANSACTIONS while markers are being written. Error codes and
-epoch rules are Kafka's, including transaction version 2 (KIP-890 part 2, an
-epoch bump per EndTxn from v5).
+A move is made on a copy of the transaction's state, which replaces it once
+its record is durable (Kafka's pendingState and completeTransitionTo): while
+it is written, and while markers are, the id's other requests are answered
+CONCURRENT_TRANSACTIONS; a write that fails drops the copy, so the producer's
+retry meets the state the log holds, and no marker is written for a decision
+that is not durable. Error codes and epoch rules are Kafka's, including
+transaction version 2 (KIP-890 part 2, an epoch bump per EndTxn from v5).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ ListedTransaction = API_BY_NAME["ListTransactions"].response_class.TransactionSt
 
 OFFSETS_TOPIC = "__consumer_offsets"
 _END_TXN_TV2_FROM = 5  # EndTxn v5+ is sent only by clients of transaction version 2
+_COMPLETE_RETRY_MS = 500  # a completion whose write failed is written again after this
 
 
 @dataclass(frozen=True)
@@ -74,6 +77,7 @@ class TransactionCoordinator:
         self._coordinator_epochs: dict[int, int] = {}
         self._next_abort_check_ms: int | None = None
         self._next_expiry_check_ms: int | None = None
+        self._complete_again: dict[str, int] = {}  # transactional id: when to write its completion again
 
     # -- ownership and loading -------------------------------------------------------
 
@@ -136,31 +140,37 @@ class TransactionCoordinator:
             meta = TxnMetadata(transactional_id, self._allocate_producer_id(), timeout_ms=timeout_ms,
                                last_update_ms=now_ms)
             self.transactions[transactional_id] = meta
-        if meta.state in PREPARING:
+        if meta.pending is not None or meta.state in PREPARING:
             return refuse(ErrorCode.CONCURRENT_TRANSACTIONS)
         if expected is not None and not _may_reinitialise(meta, *expected):
             return refuse(ErrorCode.PRODUCER_FENCED)
         if meta.state is TxnState.ONGOING:
             # Abort the open transaction under a fenced epoch first; the client retries and gets
             # the epoch after that (Kafka never hands out the fencing epoch).
-            meta.fence()
-            effects = self._prepare(meta, commit=False, client_version=meta.client_version, bump_epoch=False,
-                                    now_ms=now_ms)
+            _, effects = self._prepare(meta, commit=False, client_version=meta.client_version, bump_epoch=False,
+                                       now_ms=now_ms, fence=True)
             effects.insert(1, Respond(waiter, InitProducerIdResponse(
                 error_code=ErrorCode.CONCURRENT_TRANSACTIONS, producer_id=NO_PRODUCER_ID,
                 producer_epoch=NO_PRODUCER_EPOCH)))
             return effects
         if epoch_exhausted(meta.producer_epoch) and (expected is None or expected[1] == meta.producer_epoch):
-            meta.new_producer_id(self._allocate_producer_id(), timeout_ms, now_ms, keep_last_epoch=expected is not None)
+            new_producer_id = self._allocate_producer_id()
+
+            def initialise(target: TxnMetadata) -> None:
+                target.new_producer_id(new_producer_id, timeout_ms, now_ms, keep_last_epoch=expected is not None)
         elif expected is None or meta.producer_epoch in (NO_PRODUCER_EPOCH, expected[1]):
-            meta.new_producer_epoch(timeout_ms, now_ms)
-            if expected is None:
-                meta.last_producer_epoch = NO_PRODUCER_EPOCH
+            def initialise(target: TxnMetadata) -> None:
+                target.new_producer_epoch(timeout_ms, now_ms)
+                if expected is None:
+                    target.last_producer_epoch = NO_PRODUCER_EPOCH
         elif expected[1] != meta.last_producer_epoch:
             return refuse(ErrorCode.PRODUCER_FENCED)
-        # else: a retry of a bump that succeeded; answer with the same epoch again
-        return [self._persist(meta), Respond(waiter, InitProducerIdResponse(
-            error_code=ErrorCode.NONE, producer_id=meta.producer_id, producer_epoch=meta.producer_epoch))]
+        else:
+            def initialise(target: TxnMetadata) -> None:
+                pass  # a retry of a bump that succeeded; answer with the same epoch again
+        target, persist = self._move(meta, initialise)
+        return [persist, Respond(waiter, InitProducerIdResponse(
+            error_code=ErrorCode.NONE, producer_id=target.producer_id, producer_epoch=target.producer_epoch))]
 
     # -- AddPartitionsToTxn, AddOffsetsToTxn ---------------------------------------------------
 
@@ -182,11 +192,13 @@ class TransactionCoordinator:
         if verify_only:
             return {key: ErrorCode.NONE if key in meta.partitions and meta.state is TxnState.ONGOING
                     else ErrorCode.TRANSACTION_ABORTABLE for key in partitions}, []
+        if meta.pending is not None:
+            return dict.fromkeys(partitions, ErrorCode.CONCURRENT_TRANSACTIONS), []
         errors = dict.fromkeys(partitions, ErrorCode.NONE)
         if meta.state is TxnState.ONGOING and meta.partitions.issuperset(partitions):
             return errors, []
-        meta.add_partitions(partitions, now_ms)
-        return errors, [self._persist(meta)]
+        _, persist = self._move(meta, lambda target: target.add_partitions(partitions, now_ms))
+        return errors, [persist]
 
     def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str,
                     now_ms: int) -> tuple[int, list]:
@@ -226,15 +238,17 @@ class TransactionCoordinator:
             valid_epoch = retried_bump or retried_overflow
         if not valid_epoch:
             return answer(ErrorCode.PRODUCER_FENCED)
+        if meta.pending is not None:
+            return answer(ErrorCode.CONCURRENT_TRANSACTIONS)
         wanted = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
         deciding = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
         if meta.state is TxnState.ONGOING:
             bump = client_version >= TRANSACTION_VERSION_2
             next_producer_id = (self._allocate_producer_id() if bump and epoch_exhausted(meta.producer_epoch)
                                 else NO_PRODUCER_ID)
-            effects = self._prepare(meta, commit, client_version, bump_epoch=bump, now_ms=now_ms,
-                                    next_producer_id=next_producer_id)
-            effects.insert(1, answer(ErrorCode.NONE, meta)[0])
+            target, effects = self._prepare(meta, commit, client_version, bump_epoch=bump, now_ms=now_ms,
+                                            next_producer_id=next_producer_id)
+            effects.insert(1, answer(ErrorCode.NONE, target)[0])
             return effects
         if meta.state is wanted:
             return answer(ErrorCode.NONE, meta)  # a retry of the EndTxn that completed it
@@ -245,54 +259,110 @@ class TransactionCoordinator:
     def markers_written(self, transactional_id: str, producer_id: int, producer_epoch: int, now_ms: int) -> list:
         """Every partition has the markers of the transaction ``WriteMarkers`` named: it is complete."""
         meta = self.transactions.get(transactional_id)
-        if (meta is None or meta.state not in PREPARING or meta.producer_id != producer_id
-                or meta.producer_epoch != producer_epoch):
-            return []  # unloaded, or completed already by an earlier write of the same markers
-        meta.complete(now_ms)
-        return [self._persist(meta)]
+        if (meta is None or meta.pending is not None or meta.state not in PREPARING
+                or meta.producer_id != producer_id or meta.producer_epoch != producer_epoch):
+            return []  # unloaded, or completed (or being completed) by an earlier write of the same markers
+        return [self._complete(meta, now_ms)]
+
+    def _complete(self, meta: TxnMetadata, now_ms: int) -> Persist:
+        """Every marker is written; if the completion's record is not, it is written again later (the
+        transaction stays decided meanwhile, as Kafka's marker channel retries its append)."""
+        def again(_: TxnMetadata, failed_ms: int) -> list:
+            self._complete_again[meta.transactional_id] = failed_ms + _COMPLETE_RETRY_MS
+            return []
+
+        return self._move(meta, lambda target: target.complete(now_ms), on_failure=again)[1]
 
     def _prepare(self, meta: TxnMetadata, commit: bool, client_version: int, *, bump_epoch: bool, now_ms: int,
-                 next_producer_id: int = NO_PRODUCER_ID) -> list:
-        """The decision: persisted, then (the caller's answer goes second) the markers."""
-        meta.prepare(commit, client_version, next_producer_id, now_ms, bump_epoch=bump_epoch)
-        return [self._persist(meta), self._markers(meta)]
+                 next_producer_id: int = NO_PRODUCER_ID, fence: bool = False) -> tuple[TxnMetadata, list]:
+        """The decision (after fencing the producer, if ``fence``): persisted, then (the caller's
+        answer goes second) the markers, which are written only once the decision is durable."""
+        def decide(target: TxnMetadata) -> None:
+            if fence:
+                target.fence()
+            target.prepare(commit, client_version, next_producer_id, now_ms, bump_epoch=bump_epoch)
+
+        target, persist = self._move(meta, decide)
+        return target, [persist, self._markers(target)]
+
+    def _move(self, meta: TxnMetadata, change: Callable[[TxnMetadata], None],
+              on_failure: Callable[[TxnMetadata, int], list] | None = None) -> tuple[TxnMetadata, Persist]:
+        """``change`` made to a copy of ``meta``, pending until its record is durable, then the
+        transaction's state; dropped if the write fails (then ``on_failure(meta, now_ms)``)."""
+        target = meta.copy()
+        change(target)
+        meta.pending = target
+        transactional_id = meta.transactional_id
+
+        def durable(now_ms: int) -> list:
+            if self.transactions.get(transactional_id) is meta and meta.pending is target:
+                meta.pending = None
+                self.transactions[transactional_id] = target
+            return []
+
+        def failed(error_code: int, now_ms: int) -> list:
+            if self.transactions.get(transactional_id) is not meta or meta.pending is not target:
+                return []  # unloaded meanwhile
+            meta.pending = None
+            return on_failure(meta, now_ms) if on_failure is not None else []
+
+        return target, Persist(((TransactionLogKey(transactional_id=transactional_id), target.to_value()),),
+                               on_durable=durable, on_failure=failed)
 
     def _markers(self, meta: TxnMetadata) -> WriteMarkers:
         return WriteMarkers(meta.transactional_id, meta.producer_id, meta.producer_epoch,
                             meta.state is TxnState.PREPARE_COMMIT, frozenset(meta.partitions),
                             self._coordinator_epochs.get(self.partition_of(meta.transactional_id), 0))
 
-    @staticmethod
-    def _persist(meta: TxnMetadata) -> Persist:
-        return Persist(((TransactionLogKey(transactional_id=meta.transactional_id), meta.to_value()),))
-
     # -- timers -------------------------------------------------------------------------------------
 
     def next_deadline_ms(self) -> int | None:
-        due = [when for when in (self._next_abort_check_ms, self._next_expiry_check_ms) if when is not None]
+        due = [when for when in (self._next_abort_check_ms, self._next_expiry_check_ms,
+                                 min(self._complete_again.values(), default=None)) if when is not None]
         return min(due) if due else None
 
     def tick(self, now_ms: int) -> list:
         """Abort transactions open longer than their timeout (fencing their producer), and forget
         transactional ids idle longer than ``transactional.id.expiration.ms``, each at its interval."""
-        effects = []
+        effects = self._write_completions_again(now_ms)
         if self._next_abort_check_ms is None:  # the first tick starts both clocks
             self._next_abort_check_ms = now_ms + self.config.abort_timed_out_check_ms
             self._next_expiry_check_ms = now_ms + self.config.remove_expired_check_ms
         if now_ms >= self._next_abort_check_ms:
             self._next_abort_check_ms = now_ms + self.config.abort_timed_out_check_ms
             for meta in self._served():
-                if meta.state is TxnState.ONGOING and meta.start_ms + meta.timeout_ms < now_ms:
-                    meta.fence()
+                if meta.state is TxnState.ONGOING and meta.pending is None and meta.start_ms + meta.timeout_ms < now_ms:
                     effects += self._prepare(meta, commit=False, client_version=meta.client_version,
-                                             bump_epoch=False, now_ms=now_ms)
+                                             bump_epoch=False, now_ms=now_ms, fence=True)[1]
         if now_ms >= self._next_expiry_check_ms:
             self._next_expiry_check_ms = now_ms + self.config.remove_expired_check_ms
             for meta in self._served():
-                if meta.state in COMPLETE and meta.last_update_ms + self.config.transactional_id_expiration_ms <= now_ms:
-                    del self.transactions[meta.transactional_id]
-                    effects.append(Persist(((TransactionLogKey(transactional_id=meta.transactional_id), None),)))
+                if (meta.state in COMPLETE and meta.pending is None
+                        and meta.last_update_ms + self.config.transactional_id_expiration_ms <= now_ms):
+                    effects.append(self._expire(meta))
         return effects
+
+    def _write_completions_again(self, now_ms: int) -> list:
+        effects = []
+        for transactional_id, when in list(self._complete_again.items()):
+            if when <= now_ms:
+                del self._complete_again[transactional_id]
+                meta = self.transactions.get(transactional_id)
+                if meta is not None and meta.pending is None and meta.state in PREPARING:
+                    effects.append(self._complete(meta, now_ms))
+        return effects
+
+    def _expire(self, meta: TxnMetadata) -> Persist:
+        """Forget an idle transactional id: its tombstone; if that is not written, it is kept."""
+        transactional_id = meta.transactional_id
+        del self.transactions[transactional_id]
+
+        def failed(error_code: int, now_ms: int) -> list:
+            if self.partition_of(transactional_id) in self.loaded:
+                self.transactions.setdefault(transactional_id, meta)
+            return []
+
+        return Persist(((TransactionLogKey(transactional_id=transactional_id), None),), on_failure=failed)
 
     def _served(self) -> list[TxnMetadata]:
         return [meta for tid, meta in self.transactions.items() if self.partition_of(tid) in self.loaded]

@@ -17,7 +17,7 @@ moves to a new producer id instead.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from kbroker.txn.records import PartitionsSchema, TransactionLogValue
 
@@ -88,8 +88,14 @@ class TxnMetadata:
     start_ms: int = -1
     last_update_ms: int = -1
     client_version: int = 0  # the transaction version the client speaks (2: an epoch bump per transaction)
+    # The state a move is writing (Kafka's pendingState): it replaces this one once its record is durable.
+    pending: TxnMetadata | None = field(default=None, compare=False, repr=False)
 
     # -- moves -------------------------------------------------------------------------
+
+    def copy(self) -> TxnMetadata:
+        """A copy to make a move on (it has no pending move of its own)."""
+        return replace(self, partitions=set(self.partitions), pending=None)
 
     def move(self, state: TxnState, now_ms: int) -> None:
         if self.state not in _PREVIOUS[state]:

@@ -96,7 +96,7 @@ class TxnShell(CoordinatorRuntime):
 
         remaining = set(effect.partitions)
         offsets = {index for topic, index in remaining if topic == OFFSETS_TOPIC}
-        while offsets & self.broker.groups.coordinator.loading:
+        while offsets and offsets & self.broker.groups.coordinator.loading:
             # A marker must not overtake the group coordinator's loading of the offsets it ends
             # (after a restart): the loader would miss it and keep them pending.
             await trio.sleep(_LOAD_WAIT_S)

@@ -32,6 +32,7 @@ class Shell:
         self.markers: list[WriteMarkers] = []
         self.waiters = itertools.count(1)
         self.now = 1_000_000
+        self.failing_writes = 0  # how many of the next Persists fail
 
     def fresh(self) -> TransactionCoordinator:
         coordinator = TransactionCoordinator(CONFIG, lambda: next(self.producer_ids))
@@ -41,10 +42,24 @@ class Shell:
         return coordinator
 
     def carry_out(self, effects: list) -> None:
+        failed = False
         for effect in effects:
             if isinstance(effect, Persist):
+                if self.failing_writes:
+                    self.carry_out(effect.on_failure(ErrorCode.COORDINATOR_NOT_AVAILABLE, self.now)
+                                   if effect.on_failure else [])
+                    self.failing_writes -= 1
+                    failed = True
+                    continue
                 for key, value in effect.records:  # as written: through the byte format
                     self.log.append((key, None if value is None else encode_value(value)))
+                if effect.on_durable is not None:
+                    self.carry_out(effect.on_durable(self.now))
+            elif failed and isinstance(effect, Respond):  # as the runtime answers what a failed write precedes
+                effect.response.error_code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+                self.answers[effect.waiter] = effect.response
+            elif failed:
+                continue  # nothing else after a failed write is carried out
             elif isinstance(effect, Respond):
                 self.answers[effect.waiter] = effect.response
             elif isinstance(effect, WriteMarkers):
@@ -294,8 +309,9 @@ def test_transaction_version_2_overflow_moves_to_the_next_producer_id_at_complet
     producer = (meta.producer_id, EPOCH_LIMIT)
     shell.add("t", producer, ("a", 0))
     shell.end("t", producer, True, api_version=TV2)
-    assert meta.next_producer_id == 1001
+    assert shell.coordinator.transactions["t"].next_producer_id == 1001
     shell.write_markers()
+    meta = shell.coordinator.transactions["t"]
     assert (meta.producer_id, meta.producer_epoch, meta.previous_producer_id) == (1001, 0, 1000)
 
 
@@ -351,3 +367,90 @@ def test_describe_and_list_show_state_producer_and_partitions(shell):
     assert shell.coordinator.list_transactions([TxnState.ONGOING], [], 10, shell.now + 5) == []
     assert [t.transactional_id for t in shell.coordinator.list_transactions([TxnState.ONGOING], [], 10,
                                                                              shell.now + 50)] == ["t"]
+
+
+# -- a state change counts once its record is durable (issue 26) -------------------------------
+
+
+def test_a_decision_is_visible_only_once_durable_and_the_id_waits_meanwhile(shell):
+    producer = producer_of(shell.init("t"))
+    shell.add("t", producer, ("a", 0))
+    persist, answer, markers = shell.coordinator.end_txn(1, "t", *producer, True, TV1, shell.now)
+    assert isinstance(persist, Persist) and isinstance(markers, WriteMarkers)
+    assert shell.state("t") is TxnState.ONGOING  # not durable yet
+    [described] = shell.coordinator.describe(["t"])
+    assert described.transaction_state == "Ongoing"
+    assert shell.end("t", producer, True).error_code == ErrorCode.CONCURRENT_TRANSACTIONS
+    assert shell.init("t", producer_id=producer[0], producer_epoch=producer[1]).error_code == \
+        ErrorCode.CONCURRENT_TRANSACTIONS
+    assert shell.add("t", producer, ("b", 0)) == {("b", 0): ErrorCode.CONCURRENT_TRANSACTIONS}
+    persist.on_durable(shell.now)
+    assert shell.state("t") is TxnState.PREPARE_COMMIT
+
+
+def test_an_end_txn_whose_decision_is_not_written_is_refused_and_writes_no_marker(shell):
+    producer = producer_of(shell.init("t"))
+    shell.add("t", producer, ("a", 0))
+    written = len(shell.log)
+    shell.failing_writes = 1
+    assert shell.end("t", producer, True).error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
+    assert shell.state("t") is TxnState.ONGOING and not shell.markers and len(shell.log) == written
+    assert shell.coordinator.transactions["t"].partitions == {("a", 0)}
+    assert shell.end("t", producer, False).error_code == ErrorCode.NONE  # the client's retry decides again
+    [markers] = shell.write_markers()
+    assert not markers.commit and shell.state("t") is TxnState.COMPLETE_ABORT
+
+
+def test_an_init_producer_id_whose_bump_is_not_written_leaves_the_epoch(shell):
+    producer = producer_of(shell.init("t"))
+    shell.failing_writes = 1
+    assert shell.init("t", producer_id=producer[0], producer_epoch=producer[1]).error_code == \
+        ErrorCode.COORDINATOR_NOT_AVAILABLE
+    assert shell.coordinator.transactions["t"].producer_epoch == producer[1]
+    assert producer_of(shell.init("t", producer_id=producer[0], producer_epoch=producer[1])) == \
+        (producer[0], producer[1] + 1)
+    assert shell.rebuilt().transactions["t"].producer_epoch == producer[1] + 1
+
+
+def test_partitions_whose_addition_is_not_written_are_not_in_the_transaction(shell):
+    producer = producer_of(shell.init("t"))
+    shell.failing_writes = 1
+    shell.add("t", producer, ("a", 0))
+    assert shell.state("t") is TxnState.EMPTY
+    assert shell.add("t", producer, ("a", 0), verify_only=True) == {("a", 0): ErrorCode.TRANSACTION_ABORTABLE}
+
+
+def test_a_completion_not_written_is_written_again_and_the_transaction_stays_decided(shell):
+    producer = producer_of(shell.init("t"))
+    shell.add("t", producer, ("a", 0))
+    shell.end("t", producer, True)
+    shell.failing_writes = 1
+    shell.write_markers()
+    assert shell.state("t") is TxnState.PREPARE_COMMIT
+    assert shell.end("t", producer, True).error_code == ErrorCode.CONCURRENT_TRANSACTIONS
+    assert shell.coordinator.next_deadline_ms() <= shell.now + 500
+    shell.tick(500)
+    assert shell.state("t") is TxnState.COMPLETE_COMMIT and not shell.markers
+    assert shell.end("t", producer, True).error_code == ErrorCode.NONE
+
+
+def test_a_timed_out_abort_not_written_leaves_the_transaction_open_until_the_next_check(shell):
+    producer = producer_of(shell.init("t", timeout_ms=2000))
+    shell.add("t", producer, ("a", 0))
+    shell.tick(1500)  # the first tick starts the check's clock
+    shell.failing_writes = 1
+    shell.tick(1000)
+    assert shell.failing_writes == 0 and shell.state("t") is TxnState.ONGOING and not shell.markers
+    assert shell.coordinator.transactions["t"].producer_epoch == producer[1]  # not fenced
+    shell.tick(1000)
+    assert shell.state("t") is TxnState.PREPARE_ABORT and len(shell.markers) == 1
+
+
+def test_an_expiry_tombstone_not_written_keeps_the_transactional_id(shell):
+    producer_of(shell.init("t"))
+    shell.tick(1)  # the first tick starts the check's clock
+    shell.failing_writes = 1
+    shell.tick(CONFIG.transactional_id_expiration_ms + CONFIG.remove_expired_check_ms)
+    assert shell.failing_writes == 0 and "t" in shell.coordinator.transactions
+    shell.tick(CONFIG.remove_expired_check_ms)
+    assert "t" not in shell.coordinator.transactions
