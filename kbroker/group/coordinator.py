@@ -5,6 +5,13 @@ returns effects (:mod:`kbroker.effects`) for the shell to carry out.
 A group id belongs to one partition (:func:`records.coordinator_partition`)
 and to one kind of group, classic or consumer (KIP-848); the kind changes
 only while the group is empty, as in Kafka.
+
+What a request changes counts once its record is durable (DESIGN.md rule
+11): every ``Persist`` carries what to do when the shell reports it durable
+or failed (kbroker/effects.py). Offsets wait in the store's layer of writes
+on their way (kbroker/group/offsets.py): OffsetFetch shows the durable ones,
+later writes see them all, a failed write is dropped. A deleted group is gone
+for requests at once and comes back if its tombstones are not written.
 """
 
 from __future__ import annotations
@@ -179,7 +186,7 @@ class GroupCoordinator:
                               # v9+ says GROUP_ID_NOT_FOUND; older versions keep ILLEGAL_GENERATION, as Kafka.
                               ErrorCode.GROUP_ID_NOT_FOUND if api_version >= 9 else ErrorCode.ILLEGAL_GENERATION)
         errors, accepted = self._accepted(commits)
-        return errors, self._store_offsets(self.offsets.commit_records(group_id, accepted))
+        return errors, self._store_offsets(group_id, self.offsets.commit_records(group_id, accepted))
 
     def commit_transactional_offsets(self, group_id: str, producer_id: int, producer_epoch: int, member_id: str,
                                      group_instance_id: str | None, generation_id: int,
@@ -188,10 +195,8 @@ class GroupCoordinator:
         self._check_committer(group_id, member_id, group_instance_id, generation_id, ErrorCode.ILLEGAL_GENERATION,
                               transactional=True)
         errors, accepted = self._accepted(commits)
-        offset_records = self.offsets.commit_records(group_id, accepted)
-        for key, value in offset_records:
-            self.offsets.replay_transactional(producer_id, key, value)
-        return errors, [Persist(tuple(offset_records), producer=(producer_id, producer_epoch))] if offset_records else []
+        return errors, self._store_offsets(group_id, self.offsets.commit_records(group_id, accepted),
+                                           producer=(producer_id, producer_epoch))
 
     def _check_committer(self, group_id: str, member_id: str, group_instance_id: str | None, generation_or_epoch: int,
                          no_group_error: int, *, transactional: bool = False) -> None:
@@ -243,7 +248,7 @@ class GroupCoordinator:
             else:
                 errors[(topic, partition)] = ErrorCode.NONE
                 deleted.append((topic, partition))
-        return errors, self._store_offsets(self.offsets.delete_records(group_id, deleted))
+        return errors, self._store_offsets(group_id, self.offsets.delete_records(group_id, deleted))
 
     # -- admin ---------------------------------------------------------------------
 
@@ -264,10 +269,22 @@ class GroupCoordinator:
                 (records.ConsumerGroupPartitionMetadataKey(group_id=group_id), None),
                 (records.ConsumerGroupMetadataKey(group_id=group_id), None),
             ]
+        # Gone for requests at once; back if the tombstones are not written (Kafka reverts its timeline).
         del self.groups[group_id]
-        self.offsets.forget_group(group_id)
-        self._empty_since_ms.pop(group_id, None)
-        return [Persist(tuple(tombstones))]
+        offsets = self.offsets.begin_write(group_id, [pair for pair in tombstones
+                                                      if isinstance(pair[0], records.OffsetCommitKey)])
+
+        def durable(now_ms: int) -> list:
+            self.offsets.write_durable(offsets)
+            self._empty_since_ms.pop(group_id, None)
+            return []
+
+        def failed(error_code: int, now_ms: int) -> list:
+            self.offsets.write_failed(offsets)
+            self.groups.setdefault(group_id, group)
+            return []
+
+        return [Persist(tuple(tombstones), on_durable=durable, on_failure=failed)]
 
     def listed(self) -> list[tuple[str, ClassicGroup | ConsumerGroup]]:
         return [(group_id, group) for group_id, group in self.groups.items() if self.partition_of(group_id) in self.loaded]
@@ -304,22 +321,32 @@ class GroupCoordinator:
     def expire_offsets(self, now_ms: int) -> list[tuple[str, list]]:
         """Offsets past ``offsets.retention.minutes`` (run every ``offsets.retention.check.interval.ms``)."""
         expired = []
-        for group_id in list(self.offsets.groups()):
+        for group_id in self.offsets.groups_written():
             if self.partition_of(group_id) not in self.loaded:
                 continue
             group = self.groups.get(group_id)
             empty_since = self._empty_since_ms.get(group_id) if group is None or _is_empty(group) else None
             tombstones = self.offsets.expired_records(group_id, now_ms, self.config.offsets_retention_ms, empty_since)
             if tombstones:
-                expired.append((group_id, self._store_offsets(tombstones)))
+                expired.append((group_id, self._store_offsets(group_id, tombstones)))
         return expired
 
-    def _store_offsets(self, offset_records: list) -> list:
-        """Apply offset records now (later requests see them at once, as Kafka's coordinator
-        replays what it writes) and have them persisted."""
-        for key, value in offset_records:
-            self.offsets.replay(key, value)
-        return [Persist(tuple(offset_records))] if offset_records else []
+    def _store_offsets(self, group_id: str, offset_records: list, producer: tuple[int, int] | None = None) -> list:
+        """Have offset records persisted: later writes see them at once, OffsetFetch once they are
+        durable; if they fail, they never were (kbroker/group/offsets.py)."""
+        if not offset_records:
+            return []
+        write = self.offsets.begin_write(group_id, offset_records, None if producer is None else producer[0])
+
+        def durable(now_ms: int) -> list:
+            self.offsets.write_durable(write)
+            return []
+
+        def failed(error_code: int, now_ms: int) -> list:
+            self.offsets.write_failed(write)
+            return []
+
+        return [Persist(tuple(offset_records), producer=producer, on_durable=durable, on_failure=failed)]
 
     def _schedule(self, group_id: str) -> None:
         group = self.groups.get(group_id)

@@ -1,7 +1,11 @@
 """OffsetFetch (9): a group's committed offsets (one group before v8, several from v8).
 
-Partitions without a commit answer offset -1. With ``require_stable`` (v7+,
-KIP-447) a partition whose transactional commit is not yet decided answers
+Partitions without a commit answer offset -1. The offsets shown are those
+whose records are durable: a commit whose fsync is under way is not seen yet
+(Kafka reads its committed timeline state). With ``require_stable`` (v7+,
+KIP-447) the answer waits until the writes to the group's offsets partition
+under way are durable or have failed, as Kafka's fetch then waits behind them,
+and a partition whose transactional commit is not yet decided answers
 UNSTABLE_OFFSET_COMMIT, so that the consumer retries instead of reading a
 position that may be rolled back.
 """
@@ -29,6 +33,9 @@ _TOPIC_IDS_FROM = 10
 @handlers.handles("OffsetFetch", 1, 10)
 async def handle(broker: HandlerNode, context, request):
     version = context.api_version
+    if request.require_stable:
+        for group_id in [request.group_id] if version < _GROUPS_FROM else [group.group_id for group in request.groups]:
+            await broker.groups.wait_settled(group_id)
     if version < _GROUPS_FROM:
         wanted = None if request.topics is None else [(t.name, None, t.partition_indexes) for t in request.topics]
         error, found = _fetch(broker, context, request.group_id, wanted, None, -1, version, request.require_stable)

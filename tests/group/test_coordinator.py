@@ -27,6 +27,10 @@ def loaded_coordinator(**options) -> GroupCoordinator:
 
 
 def persisted(effects) -> list:
+    """The records of ``effects``, appended and durable: the core is told so, as its shell tells it."""
+    for effect in effects:
+        if isinstance(effect, Persist) and effect.on_durable is not None:
+            effect.on_durable(0)
     return [pair for effect in effects if isinstance(effect, Persist) for pair in effect.records]
 
 
@@ -94,7 +98,7 @@ def test_an_active_group_cannot_be_deleted_and_an_empty_one_leaves_tombstones():
         coordinator.delete_group("unknown")
     assert refused.value.error_code == ErrorCode.GROUP_ID_NOT_FOUND
 
-    coordinator.commit_offsets("h", "", None, -1, 9, {("t", 0): offset(1)})
+    persisted(coordinator.commit_offsets("h", "", None, -1, 9, {("t", 0): offset(1)})[1])
     tombstones = persisted(coordinator.delete_group("h"))
     assert all(value is None for _, value in tombstones)
     assert {type(key) for key, _ in tombstones} == {records.OffsetCommitKey, records.GroupMetadataKey}
@@ -103,7 +107,7 @@ def test_an_active_group_cannot_be_deleted_and_an_empty_one_leaves_tombstones():
 
 def test_offsets_of_an_empty_group_expire_after_the_retention():
     coordinator = loaded_coordinator(offsets_retention_ms=1000)
-    coordinator.commit_offsets("g", "", None, -1, 9, {("t", 0): offset(1, at_ms=100)})
+    persisted(coordinator.commit_offsets("g", "", None, -1, 9, {("t", 0): offset(1, at_ms=100)})[1])
     coordinator.after("g", [])
     assert coordinator.expire_offsets(500) == []
     [(group_id, effects)] = coordinator.expire_offsets(100 + 1000)
@@ -115,6 +119,7 @@ def test_transactional_commits_wait_for_their_marker():
     partition = coordinator.partition_of("g")
     errors, effects = coordinator.commit_transactional_offsets("g", 7, 0, "", None, -1, {("t", 0): offset(3)})
     assert errors == {("t", 0): ErrorCode.NONE}
+    persisted(effects)
     assert [effect.producer for effect in effects] == [(7, 0)]  # written inside producer 7's transaction
     assert coordinator.offsets.get("g", "t", 0) is None
     assert coordinator.offsets.pending_partitions("g") == {("t", 0)}
@@ -123,6 +128,53 @@ def test_transactional_commits_wait_for_their_marker():
     coordinator.transaction_ended(partition, 7, commit=True)
     assert coordinator.offsets.get("g", "t", 0).offset == 3 and not coordinator.offsets.pending_partitions("g")
 
-    coordinator.commit_transactional_offsets("g", 8, 0, "", None, -1, {("t", 0): offset(9)})
+    persisted(coordinator.commit_transactional_offsets("g", 8, 0, "", None, -1, {("t", 0): offset(9)})[1])
     coordinator.transaction_ended(partition, 8, commit=False)
     assert coordinator.offsets.get("g", "t", 0).offset == 3  # the aborted commit never counted
+
+
+def test_a_commit_is_fetched_only_once_durable_and_never_if_its_write_fails():
+    coordinator = loaded_coordinator()
+    persisted(coordinator.commit_offsets("g", "", None, -1, 9, {("t", 0): offset(1)})[1])
+    _, [first] = coordinator.commit_offsets("g", "", None, -1, 9, {("t", 0): offset(2)})
+    _, [second] = coordinator.commit_offsets("g", "", None, -1, 9, {("t", 0): offset(3)})
+    assert coordinator.offsets.get("g", "t", 0).offset == 1  # what OffsetFetch shows: neither is durable
+    assert coordinator.offsets.latest_of_group("g")[("t", 0)].offset == 3  # what a write sees
+
+    first.on_failure(ErrorCode.COORDINATOR_NOT_AVAILABLE, 0)  # told in append order: the first failed
+    assert coordinator.offsets.get("g", "t", 0).offset == 1
+    second.on_durable(0)
+    assert coordinator.offsets.get("g", "t", 0).offset == 3
+
+    _, [third] = coordinator.commit_offsets("g", "", None, -1, 9, {("t", 0): offset(4)})
+    third.on_failure(ErrorCode.COORDINATOR_NOT_AVAILABLE, 0)
+    assert coordinator.offsets.get("g", "t", 0).offset == 3
+    assert coordinator.offsets.latest_of_group("g")[("t", 0)].offset == 3
+
+
+def test_a_group_whose_deletion_is_not_written_is_back_with_its_offsets():
+    coordinator = loaded_coordinator()
+    persisted(coordinator.commit_offsets("g", "", None, -1, 9, {("t", 0): offset(1)})[1])
+    group = coordinator.groups["g"]
+    [tombstones] = coordinator.delete_group("g")
+    assert "g" not in coordinator.groups  # gone for the requests that follow
+    assert coordinator.offsets.get("g", "t", 0).offset == 1  # still committed until the tombstones are durable
+    tombstones.on_failure(ErrorCode.COORDINATOR_NOT_AVAILABLE, 0)
+    assert coordinator.groups["g"] is group and coordinator.offsets.get("g", "t", 0).offset == 1
+
+    persisted(coordinator.delete_group("g"))
+    assert "g" not in coordinator.groups and coordinator.offsets.get("g", "t", 0) is None
+
+
+def test_a_transactional_commit_waits_for_its_write_and_its_marker_in_either_order():
+    coordinator = loaded_coordinator()
+    partition = coordinator.partition_of("g")
+    _, [failed] = coordinator.commit_transactional_offsets("g", 7, 0, "", None, -1, {("t", 0): offset(3)})
+    failed.on_failure(ErrorCode.COORDINATOR_NOT_AVAILABLE, 0)
+    assert not coordinator.offsets.pending_partitions("g")  # never written: nothing to wait for
+
+    _, [written] = coordinator.commit_transactional_offsets("g", 7, 0, "", None, -1, {("t", 0): offset(4)})
+    coordinator.transaction_ended(partition, 7, commit=True)  # the marker's fsync reported first
+    assert coordinator.offsets.get("g", "t", 0) is None
+    written.on_durable(0)
+    assert coordinator.offsets.get("g", "t", 0).offset == 4 and not coordinator.offsets.pending_partitions("g")

@@ -1,0 +1,114 @@
+"""The group coordinator over a real __consumer_offsets partition whose writes fail or wait (DESIGN.md rule 11):
+a commit counts only once its record is durable, and never if its append or its fsync fails.
+
+The handlers are called directly over tests/kbroker/in_memory_parts.py: a real GroupShell, a real Partition
+over a real Log in tmp_path, fsyncs run by a MemoryFlusher that the test holds back or makes fail, and appends
+that raise while the test says so (as a full disk's would).
+"""
+
+from __future__ import annotations
+
+import pytest
+import trio
+import trio.testing
+
+from kbroker.group.shell import OFFSETS_TOPIC, GroupShell
+from kbroker.handlers import offset_commit, offset_fetch
+from kbroker.log.clock import FakeClock
+from kbroker.wire.errors import ErrorCode
+from kbroker.wire.schema import API_BY_NAME
+from tests.kbroker.in_memory_parts import (FSYNC_FAILED, FailingAppends, MemoryFlusher, MemoryNode, answer_of,
+                                           fail_writes, replicas_on_disk, running, topic_led_here)
+
+pytestmark = pytest.mark.trio
+
+OffsetCommitRequest = API_BY_NAME["OffsetCommit"].request_class
+OffsetFetchRequest = API_BY_NAME["OffsetFetch"].request_class
+
+
+@pytest.fixture
+def flusher() -> MemoryFlusher:
+    return MemoryFlusher()
+
+
+@pytest.fixture
+async def node(tmp_path, flusher, nursery) -> MemoryNode:
+    """A node leading "events" and the one __consumer_offsets partition (appends failing at will), its shell running."""
+    node = MemoryNode(topic_led_here("events", 2), topic_led_here(OFFSETS_TOPIC),
+                      open_replica=replicas_on_disk(tmp_path, flusher),
+                      settings={"offsets.topic.num.partitions": 1, "group.initial.rebalance.delay.ms": 0})
+    node.replicas[(OFFSETS_TOPIC, 0)] = FailingAppends(node.partition(OFFSETS_TOPIC, 0))
+    await start_shell(node, nursery)
+    return node
+
+
+async def start_shell(node: MemoryNode, nursery) -> None:
+    """A new coordinator, rebuilt from the offsets partition's records."""
+    node.groups = await running(GroupShell(node, FakeClock()), nursery)
+
+
+def fail(node: MemoryNode, flusher: MemoryFlusher, how: str | None) -> None:
+    fail_writes(node, flusher, OFFSETS_TOPIC, how)
+
+
+async def commit(node, offset: int) -> int:
+    partition = OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition
+    request = OffsetCommitRequest(group_id="readers", member_id="", topics=[
+        OffsetCommitRequest.OffsetCommitRequestTopic(name="events", partitions=[
+            partition(partition_index=0, committed_offset=offset, committed_metadata="")])])
+    [topic] = (await answer_of(offset_commit, node, "OffsetCommit", 8, request)).topics
+    return topic.partitions[0].error_code
+
+
+async def committed(node, *, require_stable: bool = False) -> tuple[int, int]:
+    """(error code, offset) of events-0 for the group, as OffsetFetch v8 answers."""
+    group = OffsetFetchRequest.OffsetFetchRequestGroup
+    request = OffsetFetchRequest(require_stable=require_stable, groups=[group(group_id="readers", topics=[
+        group.OffsetFetchRequestTopics(name="events", partition_indexes=[0])])])
+    [answer] = (await answer_of(offset_fetch, node, "OffsetFetch", 8, request)).groups
+    [partition] = answer.topics[0].partitions
+    return answer.error_code or partition.error_code, partition.committed_offset
+
+
+@pytest.mark.parametrize("how", ["append", "fsync"])
+async def test_a_commit_not_written_is_answered_an_error_and_the_old_offset_stays(node, flusher, nursery, how):
+    assert await commit(node, 5) == ErrorCode.NONE
+    fail(node, flusher, how)
+    assert await commit(node, 9) == ErrorCode.COORDINATOR_NOT_AVAILABLE  # retriable: the consumer commits again
+    assert await committed(node) == (ErrorCode.NONE, 5)
+    assert await committed(node, require_stable=True) == (ErrorCode.NONE, 5)
+    fail(node, flusher, None)
+    if how == "append":  # nothing of it reached the log: a coordinator loaded from it has the old offset too
+        await start_shell(node, nursery)
+        assert await committed(node) == (ErrorCode.NONE, 5)
+    assert await commit(node, 12) == ErrorCode.NONE  # once writes work again
+    assert await committed(node) == (ErrorCode.NONE, 12)
+    await start_shell(node, nursery)
+    assert await committed(node) == (ErrorCode.NONE, 12)
+
+
+@pytest.mark.parametrize("fsync_fails", [False, True])
+async def test_a_commit_is_fetched_only_once_its_record_is_durable(node, flusher, nursery, fsync_fails):
+    """Kafka's OffsetFetch reads the committed state; with require_stable it waits behind the writes under way."""
+    assert await commit(node, 5) == ErrorCode.NONE
+    flusher.held = True
+    answers = {}
+
+    async def ask(name, call):
+        answers[name] = await call
+
+    nursery.start_soon(ask, "commit", commit(node, 9))
+    await trio.testing.wait_all_tasks_blocked()
+    assert await committed(node) == (ErrorCode.NONE, 5)  # appended, not yet durable
+    nursery.start_soon(ask, "stable", committed(node, require_stable=True))
+    await trio.testing.wait_all_tasks_blocked()
+    assert not answers  # the commit waits for its fsync, the stable fetch for the commit
+
+    flusher.failing = FSYNC_FAILED if fsync_fails else None
+    flusher.release()
+    await trio.testing.wait_all_tasks_blocked()
+    if fsync_fails:
+        assert answers == {"commit": ErrorCode.COORDINATOR_NOT_AVAILABLE, "stable": (ErrorCode.NONE, 5)}
+    else:
+        assert answers == {"commit": ErrorCode.NONE, "stable": (ErrorCode.NONE, 9)}
+    assert await committed(node) == answers["stable"]
