@@ -9,7 +9,13 @@ A generation's life: members join (PreparingRebalance) until all known ones
 have, or the rebalance timeout drops the silent; the generation is bumped and
 the leader receives every member's metadata (CompletingRebalance); the
 leader's SyncGroup brings the assignments, which are persisted before any
-member receives its own (Stable).
+member receives its own: the group becomes Stable, and the members learn
+their assignments, only once that record is durable. If it cannot be written
+the members waiting hear the error and the group rebalances (Kafka's
+GroupMetadataManager does so when the append's future fails); a static
+member's new id that cannot be written is undone, the old id is the member
+again. (An empty generation whose record fails is only logged by the shell,
+as Kafka only warns: nobody waits on it.)
 
 A static member (KIP-345) is known by its group.instance.id (JoinGroup v5+).
 When another process joins with that instance id, it takes the member's place
@@ -194,12 +200,33 @@ class ClassicGroup:
             else:  # a leader that does not know skip_assignment is not told it leads: the old id does
                 response = self._join_response(member, include_members=False)
                 response.leader = leader_before or ""
-            return effects + [Persist((self.record(now_ms),)), Respond(waiter, response)]
+
+            def failed(error_code: int, at_ms: int) -> list:
+                return self._unreplace_static(old, member, leader_before, waiter, error_code, at_ms)
+
+            return effects + [Persist((self.record(now_ms),), on_durable=lambda at_ms: [Respond(waiter, response)],
+                                      on_failure=failed)]
         member.join_waiter = waiter
         if self.state is GroupState.PREPARING_REBALANCE:
             return effects + self._maybe_complete_join(now_ms)
         # CompletingRebalance: the leader may be assigning to the old id, so the group rebalances again.
         return effects + self._prepare_rebalance(now_ms)
+
+    def _unreplace_static(self, old: Member, new: Member, leader_before: str | None, waiter: int, error_code: int,
+                          now_ms: int) -> list:
+        """The new member id of a static member was not stored: the old id is the member again (its
+        requests were answered FENCED_INSTANCE_ID meanwhile, as in Kafka), the new one hears the error."""
+        answer = [Respond(waiter, _join_error(error_code, ""))]
+        if self.members.get(new.member_id) is not new or self._static.get(new.group_instance_id) != new.member_id:
+            return answer  # the group moved on meanwhile
+        del self.members[new.member_id]
+        old.join_waiter = old.sync_waiter = None
+        old.session_deadline_ms = now_ms + old.session_timeout_ms
+        self.members[old.member_id] = old
+        self._static[old.group_instance_id] = old.member_id
+        if self.leader_id == new.member_id:
+            self.leader_id = leader_before
+        return answer
 
     def _add_and_rebalance(self, member: Member, waiter: int, now_ms: int) -> list:
         if len(self.members) >= self.config.max_size:
@@ -380,19 +407,48 @@ class ClassicGroup:
         if request.member_id != self.leader_id:
             return effects
         given = {item.member_id: bytes(item.assignment) for item in request.assignments}
-        for other in self.members.values():
-            other.assignment = given.get(other.member_id, b"")
+        generation = self.generation_id
+
+        def durable(at_ms: int) -> list:
+            if self.state is GroupState.COMPLETING_REBALANCE and self.generation_id == generation:
+                return self._assignment_stored(given, now_ms)
+            return []  # the group moved on meanwhile (a member joined or left): nothing to do
+
+        def failed(error_code: int, at_ms: int) -> list:
+            if self.state is GroupState.COMPLETING_REBALANCE and self.generation_id == generation:
+                return self._assignment_lost(error_code, at_ms)
+            return []
+
+        # Durable before anyone learns its assignment; the group stays CompletingRebalance until then.
+        effects.append(Persist((self.record(now_ms, assignments=given),), on_durable=durable, on_failure=failed))
+        return effects
+
+    def _assignment_stored(self, given: dict[str, bytes], now_ms: int) -> list:
+        """The leader's assignment is durable: the generation is Stable and every member waiting learns its part."""
+        for member in self.members.values():
+            member.assignment = given.get(member.member_id, b"")
         self.state = GroupState.STABLE
         self._sync_deadline_ms = None
         self.last_change_ms = now_ms
-        effects.append(Persist((self.record(now_ms),)))  # durable before anyone learns its assignment
-        for other in self.members.values():
-            if other.sync_waiter is not None:
-                effects.append(Respond(other.sync_waiter, SyncGroupResponse(
+        effects = []
+        for member in self.members.values():
+            if member.sync_waiter is not None:
+                effects.append(Respond(member.sync_waiter, SyncGroupResponse(
                     error_code=ErrorCode.NONE, protocol_type=self.protocol_type, protocol_name=self.protocol_name,
-                    assignment=other.assignment)))
-                other.sync_waiter = None
+                    assignment=member.assignment)))
+                member.sync_waiter = None
         return effects
+
+    def _assignment_lost(self, error_code: int, now_ms: int) -> list:
+        """The leader's assignment was not stored: the members waiting hear ``error_code`` and the group
+        rebalances, as Kafka's resetAndPropagateAssignmentWithError and maybePrepareRebalanceOrCompleteJoin."""
+        effects = []
+        for member in self.members.values():
+            member.assignment = b""
+            if member.sync_waiter is not None:
+                effects.append(Respond(member.sync_waiter, SyncGroupResponse(error_code=error_code, assignment=b"")))
+                member.sync_waiter = None
+        return effects + self._prepare_rebalance(now_ms)
 
     # -- Heartbeat and LeaveGroup ---------------------------------------------------------------
 
@@ -550,8 +606,9 @@ class ClassicGroup:
 
     # -- records ---------------------------------------------------------------------------
 
-    def record(self, now_ms: int | None = None) -> tuple:
-        """The group's GroupMetadata record (key, value); the value is None once the group is Dead."""
+    def record(self, now_ms: int | None = None, assignments: dict[str, bytes] | None = None) -> tuple:
+        """The group's GroupMetadata record (key, value); the value is None once the group is Dead.
+        ``assignments``: the members' assignments to store, when not yet theirs (a SyncGroup's)."""
         key = records.GroupMetadataKey(group=self.group_id)
         if self.state is GroupState.DEAD:
             return key, None
@@ -559,7 +616,8 @@ class ClassicGroup:
             records.GroupMetadataValue.MemberMetadata(
                 member_id=m.member_id, group_instance_id=m.group_instance_id, client_id=m.client_id,
                 client_host=m.client_host, rebalance_timeout=m.rebalance_timeout_ms, session_timeout=m.session_timeout_ms,
-                subscription=m.metadata_for(self.protocol_name), assignment=m.assignment)
+                subscription=m.metadata_for(self.protocol_name),
+                assignment=m.assignment if assignments is None else assignments.get(m.member_id, b""))
             for m in self.members.values()
         ]
         value = records.GroupMetadataValue(

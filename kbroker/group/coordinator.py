@@ -10,7 +10,9 @@ What a request changes counts once its record is durable (DESIGN.md rule
 11): every ``Persist`` carries what to do when the shell reports it durable
 or failed (kbroker/effects.py). Offsets wait in the store's layer of writes
 on their way (kbroker/group/offsets.py): OffsetFetch shows the durable ones,
-later writes see them all, a failed write is dropped. A deleted group is gone
+later writes see them all, a failed write is dropped. A classic group moves
+to a Stable generation once the leader's assignment is durable, and
+rebalances if it is not (kbroker/group/classic.py). A deleted group is gone
 for requests at once and comes back if its tombstones are not written.
 """
 

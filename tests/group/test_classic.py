@@ -34,11 +34,21 @@ class Story:
         self.waiters = itertools.count(1)
         self.answers: dict[int, object] = {}
         self.persisted: list = []
+        self.write_error: int | None = None  # while set, every write fails with it (its records are not kept)
+        self.held: list[Persist] | None = None  # while a list, writes wait there (their fsync held back)
 
     def run(self, effects) -> None:
+        """Carry out effects as the shell does: a Persist's records durable (or failed), and the core told."""
         for effect in effects:
             if isinstance(effect, Persist):
+                if self.held is not None:
+                    self.held.append(effect)
+                    continue
+                if self.write_error is not None:
+                    self.run(effect.on_failure(self.write_error, self.now_ms) if effect.on_failure else [])
+                    continue
                 self.persisted.extend(effect.records)
+                self.run(effect.on_durable(self.now_ms) if effect.on_durable else [])
             else:
                 assert isinstance(effect, Respond)
                 assert effect.waiter not in self.answers, "a waiter answered twice"
@@ -118,6 +128,45 @@ def test_three_members_join_one_generation_and_receive_their_assignments():
     assert story.answers[late].assignment == f"part-{ids[2]}".encode()
 
 
+def test_the_generation_is_stable_only_once_its_assignment_is_durable():
+    story = Story()
+    ids = [story.new_member(client=f"c{n}") for n in range(2)]
+    [story.join(member_id) for member_id in ids]
+    story.held = []
+    follower = story.sync(ids[1], 1)
+    leader = story.sync(ids[0], 1, {m: m.encode() for m in ids})
+    [written] = story.held
+    assert story.group.state is GroupState.COMPLETING_REBALANCE  # its record is not durable yet
+    assert follower not in story.answers and leader not in story.answers
+    assert all(member.assignment == b"" for member in story.group.members.values())
+    assert story.group.describe().members[0].member_assignment == b""
+    story.run(written.on_durable(story.now_ms))
+    assert story.group.state is GroupState.STABLE
+    assert story.answers[follower].assignment == ids[1].encode()
+
+
+def test_an_assignment_not_written_is_no_generation_and_the_group_rebalances():
+    story = Story()
+    ids = [story.new_member(client=f"c{n}") for n in range(2)]
+    [story.join(member_id) for member_id in ids]
+    follower = story.sync(ids[1], 1)
+    story.write_error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+    leader = story.sync(ids[0], 1, {m: m.encode() for m in ids})
+    assert not story.persisted
+    # Both hear the error, which clients retry by rejoining; the group never was Stable at generation 1.
+    assert story.answers[leader].error_code == story.answers[follower].error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
+    assert story.group.state is GroupState.PREPARING_REBALANCE
+    assert all(member.assignment == b"" for member in story.group.members.values())
+
+    story.write_error = None  # writes work again
+    rejoins = [story.join(member_id) for member_id in ids]
+    assert {story.answers[waiter].generation_id for waiter in rejoins} == {2}
+    follower = story.sync(ids[1], 2)
+    story.sync(ids[0], 2, {m: m.encode() for m in ids})
+    assert story.group.state is GroupState.STABLE and story.answers[follower].assignment == ids[1].encode()
+    assert [value.generation for _, value in story.persisted] == [2]
+
+
 def test_a_new_member_makes_the_others_rejoin():
     story = Story()
     ids, generation = three_stable_members(story)
@@ -180,6 +229,17 @@ def test_static_member_returns_without_a_rebalance_and_its_old_id_is_fenced():
     assert new_id.startswith("instance-1-")  # Kafka names a static member after its instance id
     assert story.answers[story.sync(new_id, generation, instance="instance-1")].assignment == b"p0"
     assert story.heartbeat(new_id, generation, instance="instance-1") == ErrorCode.NONE
+
+
+def test_a_static_members_new_id_not_written_is_undone_and_the_old_id_is_the_member_again():
+    story = Story()
+    old_id, _dynamic_id, generation = static_pair_stable(story)
+    story.write_error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+    answer = story.answers[story.join(client="s", instance="instance-1")]
+    assert (answer.error_code, answer.member_id) == (ErrorCode.COORDINATOR_NOT_AVAILABLE, "")  # as Kafka answers it
+    assert old_id in story.group.members and story.group.state is GroupState.STABLE
+    assert story.heartbeat(old_id, generation, instance="instance-1") == ErrorCode.NONE
+    assert story.group.members[old_id].assignment == b"p0"
 
 
 def test_a_replaced_static_member_is_fenced_before_its_membership_is_checked():

@@ -1,5 +1,5 @@
 """The group coordinator over a real __consumer_offsets partition whose writes fail or wait (DESIGN.md rule 11):
-a commit counts only once its record is durable, and never if its append or its fsync fails.
+a commit or a generation counts only once its record is durable, and never if its append or its fsync fails.
 
 The handlers are called directly over tests/kbroker/in_memory_parts.py: a real GroupShell, a real Partition
 over a real Log in tmp_path, fsyncs run by a MemoryFlusher that the test holds back or makes fail, and appends
@@ -12,8 +12,9 @@ import pytest
 import trio
 import trio.testing
 
+from kbroker.group.classic import GroupState
 from kbroker.group.shell import OFFSETS_TOPIC, GroupShell
-from kbroker.handlers import offset_commit, offset_fetch
+from kbroker.handlers import describe_groups, join_group, offset_commit, offset_fetch, sync_group
 from kbroker.log.clock import FakeClock
 from kbroker.wire.errors import ErrorCode
 from kbroker.wire.schema import API_BY_NAME
@@ -24,6 +25,9 @@ pytestmark = pytest.mark.trio
 
 OffsetCommitRequest = API_BY_NAME["OffsetCommit"].request_class
 OffsetFetchRequest = API_BY_NAME["OffsetFetch"].request_class
+JoinGroupRequest = API_BY_NAME["JoinGroup"].request_class
+SyncGroupRequest = API_BY_NAME["SyncGroup"].request_class
+DescribeGroupsRequest = API_BY_NAME["DescribeGroups"].request_class
 
 
 @pytest.fixture
@@ -112,3 +116,68 @@ async def test_a_commit_is_fetched_only_once_its_record_is_durable(node, flusher
     else:
         assert answers == {"commit": ErrorCode.NONE, "stable": (ErrorCode.NONE, 9)}
     assert await committed(node) == answers["stable"]
+
+
+def join_request(member_id: str) -> object:
+    return JoinGroupRequest(group_id="readers", session_timeout_ms=10_000, rebalance_timeout_ms=10_000,
+                            member_id=member_id, group_instance_id=None, protocol_type="consumer",
+                            protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"")])
+
+
+async def join(node, member_id: str):
+    return await answer_of(join_group, node, "JoinGroup", 9, join_request(member_id))
+
+
+async def sync(node, member_id: str, generation: int) -> object:
+    request = SyncGroupRequest(group_id="readers", generation_id=generation, member_id=member_id,
+                               group_instance_id=None, protocol_type="consumer", protocol_name="range",
+                               assignments=[SyncGroupRequest.SyncGroupRequestAssignment(member_id=member_id,
+                                                                                      assignment=b"events-0")])
+    return await answer_of(sync_group, node, "SyncGroup", 5, request)
+
+
+async def described(node) -> tuple[str, list[bytes]]:
+    [group] = (await answer_of(describe_groups, node, "DescribeGroups", 5,
+                               DescribeGroupsRequest(groups=["readers"]))).groups
+    return group.group_state, [member.member_assignment for member in group.members]
+
+
+@pytest.mark.parametrize("how", ["append", "fsync"])
+async def test_a_generation_whose_assignment_is_not_written_never_becomes_stable(node, flusher, nursery, how):
+    member_id = (await join(node, "")).member_id  # KIP-394: the first join hands out the member id
+    joined = await join(node, member_id)
+    assert (joined.error_code, joined.generation_id, joined.leader) == (ErrorCode.NONE, 1, member_id)
+
+    fail(node, flusher, how)
+    assert (await sync(node, member_id, 1)).error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
+    assert await described(node) == (GroupState.PREPARING_REBALANCE.value, [b""])  # no Stable generation 1
+    assert node.groups.coordinator.groups["readers"].members[member_id].assignment == b""
+
+    fail(node, flusher, None)  # the member rejoins, as a client does after the error
+    rejoined = await join(node, member_id)
+    assert (rejoined.error_code, rejoined.generation_id) == (ErrorCode.NONE, 2)
+    synced = await sync(node, member_id, 2)
+    assert (synced.error_code, synced.assignment) == (ErrorCode.NONE, b"events-0")
+    assert await described(node) == (GroupState.STABLE.value, [b"events-0"])
+
+    await start_shell(node, nursery)
+    group = node.groups.coordinator.groups["readers"]
+    assert (group.generation_id, group.members[member_id].assignment) == (2, b"events-0")
+
+
+async def test_a_generation_is_stable_only_once_its_assignment_is_durable(node, flusher, nursery):
+    member_id = (await join(node, "")).member_id
+    await join(node, member_id)
+    flusher.held = True
+    answers = []
+
+    async def leader_syncs():
+        answers.append(await sync(node, member_id, 1))
+
+    nursery.start_soon(leader_syncs)
+    await trio.testing.wait_all_tasks_blocked()
+    assert not answers and await described(node) == (GroupState.COMPLETING_REBALANCE.value, [b""])
+    flusher.release()
+    await trio.testing.wait_all_tasks_blocked()
+    assert answers[0].assignment == b"events-0"
+    assert await described(node) == (GroupState.STABLE.value, [b"events-0"])
