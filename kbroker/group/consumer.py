@@ -105,6 +105,13 @@ class ConsumerGroup:
         self._rebalance_deadline: dict[str, tuple[int, int]] = {}  # member -> (due ms, epoch it must have left)
         self._topics: TopicsView | None = None  # what subscription_metadata was last computed from
         self._regex_matches: dict[str, frozenset[str]] = {}  # per regex, for self._topics
+        # The coordinator's ConsumerGroupWrites (kbroker/group/consumer_writes.py), which undoes a write that
+        # fails; None: records are persisted as they are (a group on its own, in tests).
+        self.writes = None
+
+    @property
+    def new_member_id(self) -> Callable[[], str]:
+        return self._new_member_id
 
     @property
     def state(self) -> ConsumerGroupState:
@@ -465,7 +472,27 @@ class ConsumerGroup:
         if not written:
             return []
         self.last_change_ms = now_ms
+        if self.writes is not None:
+            return [self.writes.persist(self, tuple(written))]
         return [Persist(tuple(written))]
+
+    def restore(self, rebuilt: ConsumerGroup, now_ms: int) -> None:
+        """Take what ``rebuilt`` (this group as its log would rebuild it) holds, after a write that failed.
+        Members still here keep their timers; a member that is back gets a whole session, and a rebalance
+        timeout if it has partitions to revoke. The subscriptions are computed again at the next change."""
+        sessions, rebalances = self._session_deadline_ms, self._rebalance_deadline
+        (self.group_epoch, self.assignment_epoch, self.members, self.target_assignment, self.subscription_metadata,
+         self._dead, self._static_members, self._partition_epochs) = (
+            rebuilt.group_epoch, rebuilt.assignment_epoch, rebuilt.members, rebuilt.target_assignment,
+            rebuilt.subscription_metadata, rebuilt._dead, rebuilt._static_members, rebuilt._partition_epochs)
+        self._session_deadline_ms = {member_id: sessions.get(member_id, now_ms + self.config.session_timeout_ms)
+                                     for member_id in self.members}
+        self._rebalance_deadline = {}
+        for member_id, (_, epoch) in rebuilt._rebalance_deadline.items():
+            kept = rebalances.get(member_id)
+            self._rebalance_deadline[member_id] = kept if kept is not None and kept[1] == epoch else (
+                now_ms + max(self.members[member_id].rebalance_timeout_ms, 0), epoch)
+        self._topics, self._regex_matches = None, {}
 
     def replay(self, key, value) -> None:
         """Apply one ConsumerGroup* record of this group (``value`` None: a tombstone)."""

@@ -12,8 +12,10 @@ or failed (kbroker/effects.py). Offsets wait in the store's layer of writes
 on their way (kbroker/group/offsets.py): OffsetFetch shows the durable ones,
 later writes see them all, a failed write is dropped. A classic group moves
 to a Stable generation once the leader's assignment is durable, and
-rebalances if it is not (kbroker/group/classic.py). A deleted group is gone
-for requests at once and comes back if its tombstones are not written.
+rebalances if it is not (kbroker/group/classic.py). A consumer group (KIP-848)
+whose write fails is put back as its log would rebuild it
+(kbroker/group/consumer_writes.py). A deleted group is gone for requests at
+once and comes back if its tombstones are not written.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from dataclasses import dataclass, field
 from kbroker.group import records
 from kbroker.group.classic import ClassicGroup, ClassicGroupConfig, GroupState
 from kbroker.group.consumer import ConsumerGroup, ConsumerGroupConfig, TopicsView
+from kbroker.group.consumer_writes import ConsumerGroupWrites
 from kbroker.effects import CoordinatorError, Persist
 from kbroker.group.offsets import CommittedOffset, OffsetStore
 from kbroker.wire.errors import ErrorCode
@@ -55,6 +58,7 @@ class GroupCoordinator:
         self.config = config
         self.groups: dict[str, ClassicGroup | ConsumerGroup] = {}
         self.offsets = OffsetStore()
+        self.consumer_writes = ConsumerGroupWrites()
         self.loaded: set[int] = set()
         self.loading: set[int] = set()
         self._classic_member_id = classic_member_id
@@ -97,8 +101,7 @@ class GroupCoordinator:
             if not isinstance(group, ConsumerGroup):
                 if value is None:
                     return
-                group = self.groups[group_id] = ConsumerGroup(group_id, self.config.consumer, now_ms,
-                                                              self._consumer_member_id)
+                group = self.groups[group_id] = self._new_consumer_group(group_id, now_ms)
             group.replay(key, value)
             if isinstance(key, records.ConsumerGroupMetadataKey) and value is None:
                 del self.groups[group_id]
@@ -106,9 +109,11 @@ class GroupCoordinator:
     def finish_load(self, partition: int, now_ms: int) -> None:
         self.loading.discard(partition)
         self.loaded.add(partition)
-        for group_id in self.groups:
+        for group_id, group in self.groups.items():
             if self.partition_of(group_id) == partition:
                 self._schedule(group_id)
+                if isinstance(group, ConsumerGroup):
+                    self.consumer_writes.loaded(group, now_ms)
 
     def unload(self, partition: int) -> list:
         """This broker no longer leads ``partition``: forget its groups, answering their waiters."""
@@ -118,6 +123,7 @@ class GroupCoordinator:
             if isinstance(group, ClassicGroup):
                 effects += group.unload()
             self.offsets.forget_group(group_id)
+            self.consumer_writes.forget(group_id)
         self.loaded.discard(partition)
         self.loading.discard(partition)
         return effects
@@ -132,6 +138,7 @@ class GroupCoordinator:
             if not (create and group.is_empty()):
                 raise CoordinatorError(ErrorCode.GROUP_ID_NOT_FOUND if not create else ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
                                  f"Group {group_id} is not a classic group.")
+            self.consumer_writes.forget(group_id)
             group = None
         if group is None:
             if not create:
@@ -166,18 +173,31 @@ class GroupCoordinator:
         """The consumer group ``group_id``, and the records of turning an empty classic group into it."""
         self.check(group_id)
         group = self.groups.get(group_id)
-        effects = []
-        if isinstance(group, ClassicGroup):
-            if not (create and _is_empty(group)):
+        classic = group if isinstance(group, ClassicGroup) else None
+        if classic is not None:
+            if not (create and _is_empty(classic)):
                 raise CoordinatorError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
-            if group.generation_id > 0 or group.protocol_type:  # a stored classic group: gone for good
-                effects.append(Persist(((records.GroupMetadataKey(group=group_id), None),)))
             group = None
         if group is None:
             if not create:
                 raise CoordinatorError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
-            group = self.groups[group_id] = ConsumerGroup(group_id, self.config.consumer, now_ms, self._consumer_member_id)
-        return group, effects
+            group = self.groups[group_id] = self._new_consumer_group(group_id, now_ms)
+        if classic is None or not (classic.generation_id > 0 or classic.protocol_type):
+            return group, []
+
+        # A stored classic group: gone for good once its tombstone is durable, and back if that is not written.
+        def failed(error_code: int, at_ms: int) -> list:
+            if self.groups.get(group_id) is group:
+                self.groups[group_id] = classic
+                self.consumer_writes.forget(group_id)
+            return []
+
+        return group, [Persist(((records.GroupMetadataKey(group=group_id), None),), on_failure=failed)]
+
+    def _new_consumer_group(self, group_id: str, now_ms: int) -> ConsumerGroup:
+        group = ConsumerGroup(group_id, self.config.consumer, now_ms, self._consumer_member_id)
+        group.writes = self.consumer_writes  # a write of it that fails is undone
+        return group
 
     # -- offsets -----------------------------------------------------------------
 
@@ -279,6 +299,8 @@ class GroupCoordinator:
         def durable(now_ms: int) -> list:
             self.offsets.write_durable(offsets)
             self._empty_since_ms.pop(group_id, None)
+            if group_id not in self.groups:  # not made again meanwhile
+                self.consumer_writes.forget(group_id)
             return []
 
         def failed(error_code: int, now_ms: int) -> list:

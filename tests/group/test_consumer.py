@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import itertools
 import uuid
 
@@ -9,6 +10,7 @@ import pytest
 
 from kbroker.group import records
 from kbroker.group.consumer import ConsumerGroup, ConsumerGroupConfig, ConsumerGroupState, TopicsView
+from kbroker.group.consumer_writes import ConsumerGroupWrites
 from kbroker.effects import Persist
 from kbroker.group.reconciliation import MemberState
 from kbroker.wire.errors import ErrorCode
@@ -88,6 +90,8 @@ class Harness:
                                    lambda: f"generated-{next(generated)}")
         self.persisted: list = []
         self.clients: list[Client] = []
+        self.write_error: int | None = None  # while set, every write fails with it (its records are not kept)
+        self.held: list[Persist] | None = None  # while a list, writes wait there (their fsync held back)
 
     def client(self, member_id: str, **kwargs) -> Client:
         client = Client(self, member_id, **kwargs)
@@ -115,7 +119,16 @@ class Harness:
     def _keep(self, effects: list) -> None:
         for effect in effects:
             assert isinstance(effect, Persist)
-            self.persisted += effect.records
+            if self.held is not None:
+                self.held.append(effect)
+            elif self.write_error is not None:
+                assert effect.on_failure is None or effect.on_failure(self.write_error, self.now_ms) == []
+            else:
+                self.tell_durable(effect)
+
+    def tell_durable(self, effect: Persist) -> None:
+        self.persisted += effect.records
+        assert effect.on_durable is None or effect.on_durable(self.now_ms) == []
 
     def check_no_partition_is_owned_twice(self) -> None:
         seen: set[tuple[uuid.UUID, int]] = set()
@@ -455,6 +468,47 @@ def test_a_replayed_group_carries_on_and_restarts_the_session_timers():
     d.join()
     harness.settle()
     assert sorted(len(client.partitions()) for client in (a, b, c, d)) == [1, 1, 2, 2]
+
+
+def test_a_join_not_written_leaves_the_group_as_its_log_has_it_and_the_retry_joins():
+    harness = Harness()
+    harness.group.writes = ConsumerGroupWrites()  # as the coordinator gives every consumer group
+    a, b = harness.client("a"), harness.client("b")
+    a.join()
+    harness.settle([a])
+    before = copy.deepcopy(harness.group.persisted_state())
+    deadline = harness.group.next_deadline_ms()
+
+    harness.write_error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+    harness.now_ms += 1000
+    b.join()  # the core answers; its handler says COORDINATOR_NOT_AVAILABLE, as the write failed
+    assert harness.group.persisted_state() == before and "b" not in harness.group.members
+    assert harness.group.persisted_state() == replayed(harness.persisted, harness).persisted_state()
+    assert harness.group.next_deadline_ms() == deadline  # a's session goes on as it was
+
+    harness.write_error = None
+    harness.clients = [a, b]
+    b.join()
+    harness.settle()
+    assert sorted(len(client.partitions()) for client in (a, b)) == [3, 3]
+    assert harness.group.persisted_state() == replayed(harness.persisted, harness).persisted_state()
+
+
+def test_a_failed_write_between_others_leaves_what_a_load_of_the_log_would_build():
+    harness = Harness()
+    harness.group.writes = ConsumerGroupWrites()
+    a, b, c = harness.client("a"), harness.client("b"), harness.client("c")
+    a.join()
+    harness.settle([a])
+    harness.held = []
+    b.join()
+    c.join()
+    first, second = harness.held
+    harness.held = None
+    first.on_failure(ErrorCode.COORDINATOR_NOT_AVAILABLE, harness.now_ms)  # told in append order
+    harness.tell_durable(second)
+    assert "b" not in harness.group.members and "c" in harness.group.members
+    assert harness.group.persisted_state() == replayed(harness.persisted, harness).persisted_state()
 
 
 def test_deleting_the_group_records_leaves_it_dead():

@@ -1,5 +1,6 @@
 """The group coordinator over a real __consumer_offsets partition whose writes fail or wait (DESIGN.md rule 11):
-a commit or a generation counts only once its record is durable, and never if its append or its fsync fails.
+a commit, a classic generation or a consumer group's change counts only once its record is durable, and never if
+its append or its fsync fails.
 
 The handlers are called directly over tests/kbroker/in_memory_parts.py: a real GroupShell, a real Partition
 over a real Log in tmp_path, fsyncs run by a MemoryFlusher that the test holds back or makes fail, and appends
@@ -14,7 +15,8 @@ import trio.testing
 
 from kbroker.group.classic import GroupState
 from kbroker.group.shell import OFFSETS_TOPIC, GroupShell
-from kbroker.handlers import describe_groups, join_group, offset_commit, offset_fetch, sync_group
+from kbroker.handlers import (consumer_group_describe, consumer_group_heartbeat, describe_groups, join_group,
+                              offset_commit, offset_fetch, sync_group)
 from kbroker.log.clock import FakeClock
 from kbroker.wire.errors import ErrorCode
 from kbroker.wire.schema import API_BY_NAME
@@ -28,6 +30,8 @@ OffsetFetchRequest = API_BY_NAME["OffsetFetch"].request_class
 JoinGroupRequest = API_BY_NAME["JoinGroup"].request_class
 SyncGroupRequest = API_BY_NAME["SyncGroup"].request_class
 DescribeGroupsRequest = API_BY_NAME["DescribeGroups"].request_class
+ConsumerGroupHeartbeatRequest = API_BY_NAME["ConsumerGroupHeartbeat"].request_class
+ConsumerGroupDescribeRequest = API_BY_NAME["ConsumerGroupDescribe"].request_class
 
 
 @pytest.fixture
@@ -181,3 +185,32 @@ async def test_a_generation_is_stable_only_once_its_assignment_is_durable(node, 
     await trio.testing.wait_all_tasks_blocked()
     assert answers[0].assignment == b"events-0"
     assert await described(node) == (GroupState.STABLE.value, [b"events-0"])
+
+
+async def consumer_join(node, member_id: str):
+    """A KIP-848 consumer (ConsumerGroupHeartbeat v1) joining with its own member id, subscribed to events."""
+    request = ConsumerGroupHeartbeatRequest(group_id="readers", member_id=member_id, member_epoch=0,
+                                            rebalance_timeout_ms=10_000, subscribed_topic_names=["events"],
+                                            topic_partitions=[])
+    return await answer_of(consumer_group_heartbeat, node, "ConsumerGroupHeartbeat", 1, request)
+
+
+async def consumer_members(node) -> dict[str, int]:
+    request = ConsumerGroupDescribeRequest(group_ids=["readers"])
+    [group] = (await answer_of(consumer_group_describe, node, "ConsumerGroupDescribe", 0, request)).groups
+    return {member.member_id: member.member_epoch for member in group.members}
+
+
+@pytest.mark.parametrize("how", ["append", "fsync"])
+async def test_a_consumer_group_join_not_written_is_undone(node, flusher, nursery, how):
+    assert (await consumer_join(node, "first")).error_code == ErrorCode.NONE
+    fail(node, flusher, how)
+    answer = await consumer_join(node, "second")
+    assert answer.error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
+    assert await consumer_members(node) == {"first": 1}  # the group as its log has it: no second, epoch 1
+
+    fail(node, flusher, None)
+    joined = await consumer_join(node, "second")
+    assert (joined.error_code, joined.member_epoch) == (ErrorCode.NONE, 2)
+    await start_shell(node, nursery)
+    assert set(await consumer_members(node)) == {"first", "second"}
