@@ -9,6 +9,8 @@ that raise while the test says so (as a full disk's would).
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import trio
 import trio.testing
@@ -20,7 +22,7 @@ from kbroker.handlers import (consumer_group_describe, consumer_group_heartbeat,
 from kbroker.log.clock import FakeClock
 from kbroker.wire.errors import ErrorCode
 from kbroker.wire.schema import API_BY_NAME
-from tests.kbroker.in_memory_parts import (FSYNC_FAILED, FailingAppends, MemoryFlusher, MemoryNode, answer_of,
+from tests.kbroker.in_memory_parts import (FSYNC_FAILED, THIS_NODE, FailingAppends, MemoryFlusher, MemoryNode, answer_of,
                                            fail_writes, replicas_on_disk, running, topic_led_here)
 
 pytestmark = pytest.mark.trio
@@ -214,3 +216,29 @@ async def test_a_consumer_group_join_not_written_is_undone(node, flusher, nurser
     assert (joined.error_code, joined.member_epoch) == (ErrorCode.NONE, 2)
     await start_shell(node, nursery)
     assert set(await consumer_members(node)) == {"first", "second"}
+
+
+async def test_a_commit_waiting_when_leadership_moves_away_fails_at_once(node, flusher, nursery):
+    """Kafka's runtime fails the writes still pending on a partition it unloads: the client finds the new
+    coordinator, which loads what was committed. Without that, the answer would wait for a commit that this
+    broker, no longer the leader, never sees."""
+    assert await commit(node, 5) == ErrorCode.NONE
+    flusher.held = True
+    answers = {}
+
+    async def ask():
+        answers["commit"] = await commit(node, 9)
+
+    nursery.start_soon(ask)
+    await trio.testing.wait_all_tasks_blocked()
+    assert not answers
+    offsets = node.image.topics[OFFSETS_TOPIC]
+    moved = dataclasses.replace(offsets, partitions=tuple(
+        dataclasses.replace(state, leader=THIS_NODE + 1, leader_epoch=state.leader_epoch + 1)
+        for state in offsets.partitions))
+    node.image = dataclasses.replace(node.image, topics={**node.image.topics, OFFSETS_TOPIC: moved})
+    node.groups.leadership_changed()
+    with trio.fail_after(5):
+        while not answers:
+            await trio.sleep(0.01)
+    assert answers["commit"] in (ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR)
