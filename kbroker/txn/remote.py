@@ -76,7 +76,12 @@ async def _send_markers(broker, leader: int, producer_id: int, producer_epoch: i
     for result in response.markers:
         for topic in result.topics:
             for partition in topic.partitions:
-                errors[(topic.name, partition.partition_index)] = partition.error_code
+                code = partition.error_code
+                # The leader's metadata may be behind this coordinator's (a broker just restarted): the
+                # marker is retried, as Kafka's marker sender does; only this coordinator's own metadata
+                # says a partition is gone (write_markers_anywhere).
+                errors[(topic.name, partition.partition_index)] = (
+                    ErrorCode.NOT_LEADER_OR_FOLLOWER if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION else code)
     return errors
 
 

@@ -41,3 +41,28 @@ async def test_a_marker_is_stamped_with_the_partitions_clock(tmp_path):
     assert marker.is_control and marker.base_timestamp == marker.max_timestamp == 1_800_000_004_000
     assert partition.last_stable_offset == 2
     flusher.stop()
+
+
+async def test_a_leader_that_does_not_know_the_partition_yet_is_asked_again():
+    """A remote leader's UNKNOWN_TOPIC_OR_PARTITION (its metadata behind the coordinator's, after a restart) is
+    retried, as Kafka's marker sender retries it; a partition the coordinator's own metadata lacks is done."""
+    from kbroker.txn.remote import write_markers_anywhere
+    from kbroker.wire.schema import API_BY_NAME
+
+    response_class = API_BY_NAME["WriteTxnMarkers"].response_class
+    result = response_class.WritableTxnMarkerResult
+    asked = []
+
+    async def call(address, api, version, request, **_):
+        asked.append((address, [(t.name, t.partition_indexes) for t in request.markers[0].topics]))
+        return response_class(markers=[result(producer_id=PRODUCER_ID, topics=[result.WritableTxnMarkerTopicResult(
+            name="t", partitions=[result.WritableTxnMarkerTopicResult.WritableTxnMarkerPartitionResult(
+                partition_index=0, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)])])])
+
+    leader = SimpleNamespace(node_id=2, host="127.0.0.1", port=1)
+    broker = SimpleNamespace(node_id=1, image=SimpleNamespace(
+        topics={"t": SimpleNamespace(partitions=[SimpleNamespace(leader=2)])}, live_brokers=[leader]),
+        peers=SimpleNamespace(call=call))
+    errors = await write_markers_anywhere(broker, PRODUCER_ID, PRODUCER_EPOCH, False, 0, [("t", 0), ("gone", 0)])
+    assert asked == [(("127.0.0.1", 1), [("t", [0])])]
+    assert errors == {("t", 0): ErrorCode.NOT_LEADER_OR_FOLLOWER, ("gone", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
