@@ -5,7 +5,9 @@ retries until its message timeout), while fetch and metadata go on; every acknow
 back. DeleteRecords frees half of the partition, and writes are acknowledged again, with no restart.
 Filled again and SIGKILLed, the broker starts on the full disk and every acknowledged record it still
 holds is there. The broker keeps log.dir.min.free.bytes (2 MiB here) free for its own writes: the
-metadata quorum's records at the restart, checkpoints (kbroker/log/free_space.py).
+metadata quorum's records at the restart, checkpoints (kbroker/log/free_space.py). A disk another process
+filled to the last byte refuses the start in one line naming the directory, and the broker starts with every
+acknowledged record once space is freed.
 
 Mounting needs root (CI runs as root); elsewhere the test says why it skips.
 """
@@ -153,5 +155,39 @@ def test_a_full_disk_refuses_writes_with_a_kafka_error_and_recovers_without_a_re
         print(f"\nfilled 24 MiB in {filled_s:.1f} s ({len(acknowledged)} acknowledged, then {errors}); writes "
               f"acknowledged again {resumed_s:.1f} s after DeleteRecords; restarted on the full disk in "
               f"{restart_s:.1f} s with all {len(kept)} acknowledged records from offset {low} held")
+    finally:
+        broker.kill()
+
+
+def test_a_disk_another_process_filled_to_the_last_byte_refuses_the_start_in_one_line(small_disk):
+    """The broker's own writes stop log.dir.min.free.bytes short of the end; another process's need not. Then
+    the metadata quorum cannot write its state at the start: the broker says so in one line naming the
+    directory and exits non-zero, and once space is freed it starts with every acknowledged record."""
+    broker = BrokerProcess(small_disk / "data", None, *SETTINGS)
+    broker.start()
+    try:
+        acknowledged, errors = fill(broker.bootstrap, 0, 200)
+        assert len(acknowledged) == 200 and not errors, errors
+        assert broker.stop() == 0
+    finally:
+        broker.kill()
+    ballast = small_disk / "ballast"
+    with open(ballast, "wb") as file:  # to the last byte
+        block = b"\0" * 65536
+        try:
+            while True:
+                file.write(block)
+                file.flush()
+        except OSError:
+            pass
+    ended = subprocess.run(broker.command(), capture_output=True, text=True, timeout=60)
+    lines = ended.stderr.strip().splitlines()
+    print(f"\nstart on a disk filled to the last byte: exit {ended.returncode}, {lines[-1]!r}")
+    assert ended.returncode == 1 and "Traceback" not in ended.stderr + ended.stdout
+    assert lines[-1] == f"kbroker: cannot start: No space left on device (in {broker.data_dir}): free some space there"
+    ballast.unlink()
+    broker.start()
+    try:
+        assert set(acknowledged) <= read_all(broker.bootstrap)[1]
     finally:
         broker.kill()

@@ -198,7 +198,7 @@ def _start_broker(arguments: argparse.Namespace, started_at: float) -> int:
         print(f"kbroker: {error}", file=sys.stderr)
         return 2
     except OSError as error:  # the machine refused: a full disk, no descriptors, unreadable files
-        print(f"kbroker: cannot start: {machine_problem(error)}", file=sys.stderr)
+        print(f"kbroker: cannot start: {machine_problem(error, config.get('log.dirs')[0])}", file=sys.stderr)
         return 1
     except CorruptStore as error:
         print(f"kbroker: cannot start: {error}", file=sys.stderr)
@@ -210,7 +210,7 @@ def _start_broker(arguments: argparse.Namespace, started_at: float) -> int:
         error = _os_error_in(raised)
         if error is None or ready:  # a failure once serving keeps its traceback: it is a bug to see
             raise
-        print(f"kbroker: cannot start: {machine_problem(error)}", file=sys.stderr)
+        print(f"kbroker: cannot start: {machine_problem(error, config.get('log.dirs')[0])}", file=sys.stderr)
         return 1
     logger.info("stopped")
     return 0
@@ -222,9 +222,10 @@ _ADVICE = {errno.ENOSPC: "free some space there", errno.EDQUOT: "free some space
            errno.EIO: "the disk reported an I/O error"}
 
 
-def machine_problem(error: OSError) -> str:
-    """One line for an OSError the machine raised: what failed, on which path, and what to do."""
-    where = f" ({error.filename})" if error.filename else ""
+def machine_problem(error: OSError, directory: str | None = None) -> str:
+    """One line for an OSError the machine raised: what failed, on which path (else under which data
+    ``directory``: a write names no file), and what to do."""
+    where = f" ({error.filename})" if error.filename else f" (in {directory})" if directory else ""
     advice = _ADVICE.get(error.errno)
     return f"{error.strerror or error}{where}" + (f": {advice}" if advice else "")
 

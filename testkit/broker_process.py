@@ -39,12 +39,15 @@ class BrokerProcess:
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def start(self, timeout_s: float = 30) -> None:
+    def command(self) -> list[str]:
+        """The command line that starts this broker."""
         settings = [f"listeners=PLAINTEXT://127.0.0.1:{self.port}", f"log.dirs={self.data_dir}", *TEST_SETTINGS,
                     *self.overrides]
-        command = [sys.executable, "-m", "kbroker.cli", *(part for s in settings for part in ("--override", s))]
+        return [sys.executable, "-m", "kbroker.cli", *(part for s in settings for part in ("--override", s))]
+
+    def start(self, timeout_s: float = 30) -> None:
         limit = self.open_files_limit
-        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        self.process = subprocess.Popen(self.command(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                         preexec_fn=None if limit is None else lambda: resource.setrlimit(
                                             resource.RLIMIT_NOFILE, (limit, limit)))
         deadline = time.monotonic() + timeout_s
