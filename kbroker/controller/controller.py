@@ -106,11 +106,18 @@ class Controller:
         upgrade_single_node_log(directory, cluster_id)
         return cls(config, cluster_id=cluster_id, directory=directory, voters={config.node_id: ("in-process", 0)})
 
-    async def wait_active(self, timeout_s: float = 10) -> None:
-        """Until this controller is active (a sole voter: once its election and first entry are fsynced)."""
-        with trio.fail_after(timeout_s):
-            while not self.is_active:
-                await trio.sleep(0.001)
+    async def wait_active(self, report_every_s: float = 10) -> None:
+        """Until this controller is active (a sole voter: once it has replayed its log and its election
+        and first entry are fsynced). A large metadata log on a loaded machine takes a while: no deadline,
+        a line every ``report_every_s`` instead."""
+        waited_s = 0.0
+        while not self.is_active:
+            with trio.move_on_after(report_every_s):
+                while not self.is_active:
+                    await trio.sleep(0.001)
+            if not self.is_active:
+                waited_s += report_every_s
+                logger.warning("the metadata quorum is not active yet after %.0f s (replaying its log)", waited_s)
 
     @property
     def image(self):
