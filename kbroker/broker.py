@@ -47,6 +47,7 @@ from kbroker.security.peer import PeerSecurity
 from kbroker.security.scram import ScramCredential, credential_of
 from kbroker.server import ListenerServices, RequestMemory, Server, ServerLimits
 from kbroker.topics import TopicRequest, topic_log_config
+from kbroker.schemas.service import LISTENER as REGISTRY_LISTENER, registry_address, registry_host
 from kbroker.log.checkpoint import fsync_file_and_directory, kafka_uuid_string
 from kbroker.log.clock import SYSTEM_CLOCK, Clock
 from kbroker.log.descriptor_cache import DESCRIPTORS, describe_limits, open_files_limits, out_of_descriptors
@@ -181,6 +182,9 @@ class Broker:
         self.maintenance = LogMaintenance(self.logs, self.config, clock, offline=lambda: self.log_dir_offline is not None)
         self.metrics = None  # kbroker.metrics.BrokerMetrics, made by run() when metrics.port is set
         self.metrics_port: int | None = None
+        self.schema_registry: tuple[str, int] | None = None  # where its registry is reached, once bound
+        self.schema_store = None  # kbroker.schemas.store.SchemaStore, once the registry serves
+        self._registry_sockets: list = []
         self.authorization = Authorization(self.config)  # ACLs, when authorizer.class.name names ours
         self.quotas = ClientQuotas(lambda: self.image.client_quotas, QuotaMeters(
             self.config.quota_window_num, self.config.quota_window_size_seconds * 1000), clock)
@@ -472,6 +476,9 @@ class Broker:
         settings = self.settings = replace(self.settings, listeners=tuple(
             listener if listener.sockets else replace(listener, sockets=tuple(bind_listeners(listener.host, listener.port)))
             for listener in self.settings.listeners))
+        registry = registry_address(self.config)
+        if registry is not None and not self._registry_sockets:
+            self._registry_sockets = bind_listeners(*registry)
         if self.config.metrics_port is not None:  # first: /health and /ready answer while the broker starts
             from kbroker import metrics
 
@@ -511,6 +518,10 @@ class Broker:
                     bound = await nursery.start(server.serve, listener.host, listener.port, listener.sockets)
                     self.ports[listener.name] = bound[0].socket.getsockname()[1]
                 self.port = self.ports[settings.listeners[0].name]
+                if self._registry_sockets:  # its imports and the first read of _schemas follow the start
+                    from kbroker.schemas import service
+
+                    nursery.start_soon(service.serve, self, self._registry_sockets)
                 task_status.started((endpoint.host, endpoint.port))
         finally:
             # Off the event loop: the flusher finishes its fsyncs, then the logs take their producer
@@ -527,6 +538,8 @@ class Broker:
         served = [f"{listener.name}://{listener.host or '0.0.0.0'}:{self.ports[listener.name]}"
                   for listener in self.settings.listeners if listener.name in self.ports]
         served += self.quorum.addresses()
+        if self.schema_registry is not None:
+            served.append(f"http://{self.schema_registry[0]}:{self.schema_registry[1]} (schema registry)")
         if self.metrics_port is not None:
             served.append(f"http://0.0.0.0:{self.metrics_port} (/metrics, /health, /ready)")
         return served
@@ -541,6 +554,9 @@ class Broker:
             listeners.append((listener.name, listener.advertised_host or listener.host, port,
                               SECURITY_PROTOCOL_IDS[listener.security_protocol]))
         _, host, port, _ = listeners[0]
+        if self._registry_sockets:  # where the other nodes pass registry writes on to
+            self.schema_registry = registry_host(registry_address(self.config), self._registry_sockets, host)
+            listeners.append((REGISTRY_LISTENER, *self.schema_registry, SECURITY_PROTOCOL_IDS["PLAINTEXT"]))
         return BrokerEndpoint(settings.node_id, host, port, listeners=tuple(listeners))
 
     def readiness(self) -> tuple[bool, str]:

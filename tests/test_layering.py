@@ -26,7 +26,7 @@ ALLOWED: dict[str, set[str]] = {
 }
 KBROKER_ARROWS = """
 broker: config controller data_directories group lifecycle listen metadata metrics peers producer_ids replication
-        security server topics txn
+        schemas security server topics txn
 cli: broker config controller data_directories event_log listen metadata tools
 config: metadata results security topics
 controller: config handlers metadata peers producer_ids security server
@@ -35,6 +35,7 @@ data_directories: config
 effects:
 event_log:
 group: coordinator_runtime effects topics
+http:
 handlers: config controller coordinator_runtime effects event_log group metadata producer_ids results security topics txn
 lifecycle: controller
 metadata: config controller
@@ -44,6 +45,7 @@ peers: security
 producer_ids: metadata
 replication: controller event_log security
 results:
+schemas: config http topics
 security: config effects
 server: event_log handlers security
 testing: broker config tools

@@ -211,6 +211,8 @@ SETTINGS: tuple[Setting, ...] = (
        "latency); answers with errors are logged either way."),
     _S("metrics.port", "int", None, "kbroker's own: HTTP port for Prometheus metrics; unset: none.",
        Between(0, 65535)),
+    _S("schema.registry.listeners", "string", None, "kbroker's own: where this node serves the "
+       "Confluent-compatible schema registry, as http://host:port (port 0: a free one); unset: not at all."),
     # --- listeners and sockets ---
     _S("listeners", "string", "PLAINTEXT://localhost:9092", "Where to listen, as NAME://host:port entries "
        "(empty host: every interface)."),

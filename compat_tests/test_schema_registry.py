@@ -1,0 +1,138 @@
+"""The schema registry in the broker (issue 27) with confluent-kafka's own registry client and serializers.
+
+A broker process serves the registry on schema.registry.listeners; producers serialize through it and
+consumers read back, Avro first. An evolution the compatibility level forbids is refused at serialize time
+with the registry's 409. Bad requests get Confluent's error bodies. Ids survive a SIGKILL and are never
+given twice.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+
+import confluent_kafka
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
+from confluent_kafka.schema_registry.error import SchemaRegistryError
+from confluent_kafka.serialization import MessageField, SerializationContext
+
+from testkit.broker_process import BrokerProcess, free_port
+
+USER_V1 = json.dumps({"type": "record", "name": "User", "namespace": "kbroker.test", "fields": [
+    {"name": "name", "type": "string"}, {"name": "age", "type": "int"}]})
+USER_V2 = json.dumps({"type": "record", "name": "User", "namespace": "kbroker.test", "fields": [
+    {"name": "name", "type": "string"}, {"name": "age", "type": "long"},
+    {"name": "email", "type": ["null", "string"], "default": None}]})
+USER_BAD = json.dumps({"type": "record", "name": "User", "namespace": "kbroker.test", "fields": [
+    {"name": "name", "type": "string"}, {"name": "country", "type": "string"}]})  # a new field with no default
+
+
+@pytest.fixture
+def registry_broker(tmp_path):
+    port = free_port()
+    broker = BrokerProcess(tmp_path / "data", None, f"schema.registry.listeners=http://127.0.0.1:{port}")
+    broker.registry_url = f"http://127.0.0.1:{port}"
+    broker.start()
+    try:
+        yield broker
+    finally:
+        broker.kill()
+
+
+def rest(url: str, method: str = "GET", body: bytes | None = None) -> tuple[int, object]:
+    """(status, decoded JSON body) of one request to the registry."""
+    request = urllib.request.Request(url, data=body, method=method,
+                                     headers={"Content-Type": "application/vnd.schemaregistry.v1+json"})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return answer.status, json.loads(answer.read() or b"null")
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read() or b"null")
+
+
+def produce_and_read(bootstrap: str, topic: str, serialize, deserialize, values: list) -> list:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, 1)])[topic].result(10)
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap})
+    for value in values:
+        producer.produce(topic, serialize(value, SerializationContext(topic, MessageField.VALUE)))
+    assert producer.flush(10) == 0
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-reader",
+                                         "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    read, deadline = [], time.monotonic() + 30
+    try:
+        while len(read) < len(values) and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                read.append(deserialize(message.value(), SerializationContext(topic, MessageField.VALUE)))
+    finally:
+        consumer.close()
+    return read
+
+
+def test_avro_through_the_brokers_registry_and_an_evolution_the_level_forbids(registry_broker):
+    client = SchemaRegistryClient({"url": registry_broker.registry_url})
+    users = [{"name": f"user-{i}", "age": 20 + i} for i in range(5)]
+    read = produce_and_read(registry_broker.bootstrap, "users", AvroSerializer(client, USER_V1),
+                            AvroDeserializer(client), users)
+    assert read == users
+    latest = client.get_latest_version("users-value")
+    assert (latest.version, latest.schema_id) == (1, 1)
+    assert json.loads(client.get_schema(1).schema_str) == json.loads(USER_V1)
+
+    evolved = AvroSerializer(client, USER_V2)  # int -> long, an optional field: BACKWARD compatible
+    value = evolved({"name": "n", "age": 7, "email": "e@x"}, SerializationContext("users", MessageField.VALUE))
+    assert value[0] == 0 and int.from_bytes(value[1:5], "big") == 2
+    assert client.get_versions("users-value") == [1, 2]
+
+    with pytest.raises(SchemaRegistryError) as refused:
+        AvroSerializer(client, USER_BAD)({"name": "n", "country": "c"}, SerializationContext("users", MessageField.VALUE))
+    assert (refused.value.http_status_code, refused.value.error_code) == (409, 409)
+    assert not client.test_compatibility("users-value", Schema(USER_BAD, "AVRO"))
+    client.set_compatibility("users-value", "NONE")
+    assert client.register_schema("users-value", Schema(USER_BAD, "AVRO")) == 3
+
+
+def test_bad_requests_get_confluents_error_bodies(registry_broker):
+    url = registry_broker.registry_url
+    versions = f"{url}/subjects/s/versions"
+    cases = [
+        (rest(versions, "POST", b"{not json"), 400, None),
+        (rest(versions, "POST", json.dumps({"schema": "{}", "schemaType": "XML"}).encode()), 422, 42201),
+        (rest(versions, "POST", json.dumps({"schema": '{"type": "record"}'}).encode()), 422, 42201),
+        (rest(versions, "POST", json.dumps({"schema": "x" * (5 << 20)}).encode()), 422, 42209),
+        (rest(f"{url}/schemas/ids/12345"), 404, 40403),
+        (rest(f"{url}/subjects/nobody/versions"), 404, 40401),
+        (rest(f"{url}/subjects/nobody/versions/zero"), 422, 42202),
+        (rest(f"{url}/config", "PUT", json.dumps({"compatibility": "SIDEWAYS"}).encode()), 422, 42203),
+        (rest(f"{url}/nowhere"), 404, 404),
+    ]
+    for (status, body), wanted_status, wanted_code in cases:
+        assert status == wanted_status, body
+        assert isinstance(body, dict) and isinstance(body.get("message"), str), body
+        if wanted_code is not None:
+            assert body["error_code"] == wanted_code, body
+    assert registry_broker.process.poll() is None  # and the broker goes on
+    assert rest(f"{url}/subjects") == (200, [])
+
+
+def test_ids_survive_a_sigkill_and_are_never_given_twice(registry_broker):
+    client = SchemaRegistryClient({"url": registry_broker.registry_url})
+    first = client.register_schema("a-value", Schema(USER_V1, "AVRO"))
+    second = client.register_schema("b-value", Schema(USER_V2, "AVRO"))
+    assert (first, second) == (1, 2)
+    assert rest(f"{registry_broker.registry_url}/subjects/b-value?permanent=false", "DELETE") == (200, [1])
+    assert rest(f"{registry_broker.registry_url}/subjects/b-value?permanent=true", "DELETE") == (200, [1])
+    registry_broker.kill()
+    registry_broker.start()
+    client = SchemaRegistryClient({"url": registry_broker.registry_url})
+    assert json.loads(client.get_schema(1).schema_str) == json.loads(USER_V1)
+    assert client.get_subjects() == ["a-value"]
+    third = client.register_schema("c-value", Schema(USER_BAD, "AVRO"))
+    assert third == 3  # 2 was given before its subject was deleted
