@@ -136,3 +136,28 @@ def test_ids_survive_a_sigkill_and_are_never_given_twice(registry_broker):
     assert client.get_subjects() == ["a-value"]
     third = client.register_schema("c-value", Schema(USER_BAD, "AVRO"))
     assert third == 3  # 2 was given before its subject was deleted
+
+
+ORDER_V1 = json.dumps({"$schema": "http://json-schema.org/draft-07/schema#", "title": "Order", "type": "object",
+                       "properties": {"id": {"type": "integer"}, "item": {"type": "string"}},
+                       "required": ["id"], "additionalProperties": False})
+ORDER_REQUIRING_MORE = json.dumps({"$schema": "http://json-schema.org/draft-07/schema#", "title": "Order",
+                                   "type": "object", "properties": {"id": {"type": "integer"},
+                                                                    "item": {"type": "string"}},
+                                   "required": ["id", "item"], "additionalProperties": False})
+
+
+def test_json_schema_through_the_brokers_registry(registry_broker):
+    from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
+
+    client = SchemaRegistryClient({"url": registry_broker.registry_url})
+    orders = [{"id": i, "item": f"thing-{i}"} for i in range(4)]
+    read = produce_and_read(registry_broker.bootstrap, "orders", JSONSerializer(ORDER_V1, client),
+                            JSONDeserializer(ORDER_V1), orders)
+    assert read == orders
+    registered = client.get_latest_version("orders-value")
+    assert registered.schema.schema_type == "JSON" and json.loads(registered.schema.schema_str) == json.loads(ORDER_V1)
+    with pytest.raises(SchemaRegistryError) as refused:  # a newly required property: not BACKWARD compatible
+        JSONSerializer(ORDER_REQUIRING_MORE, client)({"id": 1, "item": "x"},
+                                                     SerializationContext("orders", MessageField.VALUE))
+    assert refused.value.http_status_code == 409 and "REQUIRED_PROPERTY_ADDED" in refused.value.error_message
