@@ -161,3 +161,13 @@ def test_json_schema_through_the_brokers_registry(registry_broker):
         JSONSerializer(ORDER_REQUIRING_MORE, client)({"id": 1, "item": "x"},
                                                      SerializationContext("orders", MessageField.VALUE))
     assert refused.value.http_status_code == 409 and "REQUIRED_PROPERTY_ADDED" in refused.value.error_message
+
+
+def test_the_pytest_fixture_serves_a_registry_on_first_use(kbroker):
+    url = kbroker.schema_registry_url
+    assert url == kbroker.schema_registry_url  # the same one when asked again
+    client = SchemaRegistryClient({"url": url})
+    users = [{"name": "ada", "age": 36}]
+    assert produce_and_read(kbroker.bootstrap, "fixture-users", AvroSerializer(client, USER_V1),
+                            AvroDeserializer(client), users) == users
+    assert client.get_subjects() == ["fixture-users-value"]

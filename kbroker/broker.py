@@ -519,9 +519,7 @@ class Broker:
                     self.ports[listener.name] = bound[0].socket.getsockname()[1]
                 self.port = self.ports[settings.listeners[0].name]
                 if self._registry_sockets:  # its imports and the first read of _schemas follow the start
-                    from kbroker.schemas import service
-
-                    nursery.start_soon(service.serve, self, self._registry_sockets)
+                    self._start_schema_registry()
                 task_status.started((endpoint.host, endpoint.port))
         finally:
             # Off the event loop: the flusher finishes its fsyncs, then the logs take their producer
@@ -532,6 +530,20 @@ class Broker:
                                               else self._close_offline_logs)
             if self._owns_directories:
                 self.directories.release()
+
+    def _start_schema_registry(self) -> None:
+        from kbroker.schemas import service
+
+        self._nursery.start_soon(service.serve, self, self._registry_sockets)
+
+    def serve_schema_registry(self, host: str = "127.0.0.1") -> tuple[str, int]:
+        """Serve the schema registry now on a free port of ``host``, if it is not served yet (the pytest
+        plugin's, on first use); where it is reached. Call in the broker's trio thread."""
+        if self.schema_registry is None:
+            self._registry_sockets = bind_listeners(host, 0)
+            self.schema_registry = registry_host((host, 0), self._registry_sockets, host)
+            self._start_schema_registry()
+        return self.schema_registry
 
     def addresses(self) -> list[str]:
         """Every address it serves, once running, for the start line: Kafka listeners, the controller's, HTTP."""

@@ -46,7 +46,8 @@ def kbroker():
     """A fresh broker for this test, in this process, with its own temporary data directory. Yields a
     RunningBroker: .bootstrap ("host:port", for bootstrap.servers), .host, .port, .data_dir (its
     log.dirs), .create_topic(name, partitions=1, config=None) (returns once every partition has a
-    leader; topics are also auto-created on first use). Other settings: a fixture around
+    leader; topics are also auto-created on first use), .schema_registry_url (the broker's schema
+    registry, Confluent's REST API, served from the first time it is asked). Other settings: a fixture around
     kbroker.testing.running_broker(settings={...}), as ``pytest --fixtures -v`` shows; a cluster too.
 
     A broker with settings of its own (Kafka's names), as a fixture you write::

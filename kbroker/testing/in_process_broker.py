@@ -23,16 +23,25 @@ _START_TIMEOUT_S = 30
 @dataclass
 class RunningBroker(CreatesTopics):
     """A broker serving in this process: ``bootstrap`` ("host:port", for bootstrap.servers), ``host``,
-    ``port``, ``data_dir`` (its log.dirs, removed afterwards unless you gave it) and the ``broker`` itself."""
+    ``port``, ``data_dir`` (its log.dirs, removed afterwards unless you gave it), ``schema_registry_url``
+    and the ``broker`` itself."""
 
     host: str
     port: int
     data_dir: str
     broker: Broker
+    trio_token: object = None  # the broker's event loop, for calls into it
 
     @property
     def bootstrap(self) -> str:
         return f"{self.host}:{self.port}"
+
+    @property
+    def schema_registry_url(self) -> str:
+        """The URL of its schema registry (Confluent's REST API), served from the first time this is asked."""
+        host, port = trio.from_thread.run_sync(self.broker.serve_schema_registry, self.host,
+                                               trio_token=self.trio_token)
+        return f"http://{host}:{port}"
 
     def address(self, listener: str) -> str:
         """host:port of one of its listeners, by name."""
@@ -90,7 +99,7 @@ def running_broker(data_dir: str | None = None, *, host: str = "127.0.0.1", node
         if not started.wait(_START_TIMEOUT_S) or "address" not in state:
             raise RuntimeError(f"kbroker did not start: {state.get('error')!r}")
         try:
-            yield RunningBroker(state["address"][0], state["address"][1], data_dir, broker)
+            yield RunningBroker(state["address"][0], state["address"][1], data_dir, broker, state["token"])
         finally:
             trio.from_thread.run_sync(state["cancel"], trio_token=state["token"])
             thread.join(_START_TIMEOUT_S)
