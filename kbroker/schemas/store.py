@@ -6,7 +6,7 @@ copy has committed. The node leading the partition is the one writer: it catches
 in its log (committed first), decides a change against that state, appends the change's records as
 one batch and answers once they are committed (fsynced and on every in-sync replica). A leader
 that just took over has every record an earlier leader acknowledged, so no id is given twice. Other
-nodes pass writes on to the leader (kbroker/schemas/api.py).
+nodes pass writes on to the leader (kbroker/schemas/api.py), as do nodes without a copy for reads.
 
 The topic is created by the first write, compacted, with one partition and up to three replicas.
 """
@@ -34,7 +34,7 @@ _CREATE_TIMEOUT_S = 10
 
 
 class NotWriter(Exception):
-    """This node does not lead ``_schemas``-0: ``leader`` (a node id, -1 if none) does."""
+    """This node cannot answer: ``leader`` (a node id, -1 if none), which leads ``_schemas``-0, can."""
 
     def __init__(self, leader: int) -> None:
         super().__init__(f"the registry's writer is node {leader}")
@@ -63,10 +63,13 @@ class SchemaStore:
         return -1 if topic is None else topic.partitions[0].leader
 
     async def catch_up(self) -> Registry:
-        """The registry with every record this node's copy has committed applied."""
+        """The registry with every record this node's copy has committed applied. NotWriter where the
+        topic exists but this node holds no copy of it (more than three nodes): the leader answers."""
         copy = self._copy()
         if copy is None:
-            if self.broker.image.topics.get(TOPIC) is None and self._next_offset:
+            if self.broker.image.topics.get(TOPIC) is not None:
+                raise NotWriter(self.leader())
+            if self._next_offset:
                 self._restart()  # the topic was deleted
             return self.registry
         log = copy.log
