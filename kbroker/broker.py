@@ -183,7 +183,7 @@ class Broker:
         self.metrics = None  # kbroker.metrics.BrokerMetrics, made by run() when metrics.port is set
         self.metrics_port: int | None = None
         self.schema_registry: tuple[str, int] | None = None  # where its registry is reached, once bound
-        self.schema_store = None  # kbroker.schemas.store.SchemaStore, once the registry serves
+        self.schema_store = None  # kbroker.schemas.store.SchemaStore: schemas(), on first use
         self._registry_sockets: list = []
         self.authorization = Authorization(self.config)  # ACLs, when authorizer.class.name names ours
         self.quotas = ClientQuotas(lambda: self.image.client_quotas, QuotaMeters(
@@ -530,6 +530,16 @@ class Broker:
                                               else self._close_offline_logs)
             if self._owns_directories:
                 self.directories.release()
+
+    def schemas(self):
+        """The schema registry's state from ``_schemas`` (kbroker/schemas/store.py), made on first use: by the
+        registry's API, or by a produce to a topic that validates schemas."""
+        if self.schema_store is None:
+            from kbroker.schemas.store import SchemaStore
+            from kbroker.schemas.types import check
+
+            self.schema_store = SchemaStore(self, check)
+        return self.schema_store
 
     def _start_schema_registry(self) -> None:
         from kbroker.schemas import service

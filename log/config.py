@@ -29,6 +29,10 @@ class LogConfig:
     compression_type: str = "producer"  # or a codec the broker recompresses batches to
     file_delete_delay_ms: int = 60000
     max_message_bytes: int = 1024 * 1024 + 12
+    # Confluent Server's: each record's value (key) must be in the schema registry's wire format and name a
+    # schema registered for the topic's subject (the broker checks it; kbroker/schemas/validation.py).
+    confluent_value_schema_validation: bool = False
+    confluent_key_schema_validation: bool = False
 
     @property
     def compact(self) -> bool:
@@ -48,5 +52,17 @@ class LogConfig:
             field = known.get(name)
             if field is None:
                 raise KeyError(f"unknown log config {name!r}")
-            values[field.name] = text if field.type == "str" else (float(text) if field.type == "float" else int(text))
+            values[field.name] = _value(field.type, text)
         return cls(**{**{f.name: getattr(base, f.name) for f in fields(cls)}, **values})
+
+
+def _value(kind: str, text: str):
+    if kind == "str":
+        return text
+    if kind == "float":
+        return float(text)
+    if kind == "bool":
+        if text.strip().lower() not in ("true", "false"):
+            raise ValueError(f"{text!r} is not a boolean")
+        return text.strip().lower() == "true"
+    return int(text)

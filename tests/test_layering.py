@@ -36,7 +36,8 @@ effects:
 event_log:
 group: coordinator_runtime effects topics
 http:
-handlers: config controller coordinator_runtime effects event_log group metadata producer_ids results security topics txn
+handlers: config controller coordinator_runtime effects event_log group metadata producer_ids results schemas security
+          topics txn
 lifecycle: controller
 metadata: config controller
 listen:

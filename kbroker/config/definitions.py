@@ -407,6 +407,10 @@ SETTINGS: tuple[Setting, ...] = (
        AtLeast(1)),
     _S("log.cleaner.min.cleanable.ratio", "double", 0.5, "Dirty share of a log that makes it worth cleaning.",
        Between(0, 1)),
+    _S("confluent.value.schema.validation", "bool", False, "Confluent Server's name: the default of the topic "
+       "config that refuses records whose value does not name a schema of the topic's subject in the schema "
+       "registry."),
+    _S("confluent.key.schema.validation", "bool", False, "Confluent Server's name: the same for record keys."),
     _S("log.preallocate", "bool", False, "Kafka's segment preallocation; not done here.", used=False),
     _S("num.recovery.threads.per.data.dir", "int", 1, "Kafka's recovery thread count; unused here.", AtLeast(1),
        used=False),
@@ -451,5 +455,7 @@ TOPIC_CONFIG_SYNONYMS: dict[str, tuple[tuple[str, int], ...]] = {
     "message.timestamp.type": (("log.message.timestamp.type", 1),),
     "message.timestamp.before.max.ms": (("log.message.timestamp.before.max.ms", 1),),
     "message.timestamp.after.max.ms": (("log.message.timestamp.after.max.ms", 1),),
+    "confluent.value.schema.validation": (("confluent.value.schema.validation", 1),),
+    "confluent.key.schema.validation": (("confluent.key.schema.validation", 1),),
 }
 assert all(name in SETTINGS_BY_NAME for synonyms in TOPIC_CONFIG_SYNONYMS.values() for name, _ in synonyms)

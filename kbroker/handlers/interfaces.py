@@ -31,6 +31,7 @@ from kbroker.log.partition_log import AppendResult, Log
 from kbroker.log.validator import ValidatedBatches
 from kbroker.metadata.image import MetadataImage, TopicImage
 from kbroker.producer_ids import ProducerIdBlock
+from kbroker.schemas.store import SchemaStore
 from kbroker.raft.driver import RaftDriver
 from kbroker.security.authorization import Authorization
 from kbroker.security.quotas import ClientQuotas
@@ -199,6 +200,9 @@ class Coordinators(Protocol):
 
     async def allocate_producer_ids(self) -> tuple[int, int] | None:
         """The next producer-id block from the active controller, as (first, end); None if refused."""
+
+    def schemas(self) -> SchemaStore:
+        """The schema registry's state (a produce to a topic that validates schemas checks against it)."""
 
 
 # -- access: ACLs and quotas --------------------------------------------------------------------------------

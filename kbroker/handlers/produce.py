@@ -29,6 +29,8 @@ from kbroker.log.descriptor_cache import out_of_descriptors
 from kbroker.log.offline import LogDirOffline, out_of_space
 from kbroker.log.partition_log import ProducerStateError
 from kbroker.log.validator import BatchRefused, ProducedBatches, read_produced, validate_produce
+from kbroker.schemas.validation import check_batch, validates
+from kbroker.wire import DecodeError
 from kbroker.wire.errors import ErrorCode
 from kbroker.wire.schema import API_BY_NAME
 
@@ -64,6 +66,8 @@ async def handle(broker: HandlerNode, context, request):
             if partition is None:
                 continue
             produced = read_produced(data.records)  # the batch headers, parsed once for this partition
+            if validates(partition.log.config):  # the schemas registered so far, to check the records against
+                await broker.schemas().catch_up_if_held()
             remote = await _join_transaction(broker, request.transactional_id, partition, produced, version)
             last_offset = _append(broker, request.transactional_id, partition, produced, result, version, remote)
             if last_offset is not None:
@@ -157,8 +161,13 @@ def _append(broker: HandlerNode, transactional_id: str | None, partition, produc
     try:
         validated = validate_produce(produced, log.config, partition.topic, partition.index, version,
                                      partition.clock.wall_ms())
+        if validates(log.config):
+            check_batch(validated.buffer, log.config, partition.topic, partition.index, broker.schemas().registry)
     except BatchRefused as refusal:
         _refuse(result, refusal)
+        return None
+    except DecodeError as error:
+        _refuse(result, BatchRefused.undecodable(error))
         return None
     header = validated.batches[0][1]
     if header.is_transactional:

@@ -47,10 +47,9 @@ async def serve(broker, sockets: list[socket.socket], *, task_status=trio.TASK_S
     from kbroker.http.server import serve as serve_app
     from kbroker.schemas.api import application
     from kbroker.schemas.forward import forward
-    from kbroker.schemas.store import SchemaStore
-    from kbroker.schemas.types import check, parse
+    from kbroker.schemas.types import parse
 
-    store = SchemaStore(broker, check)
+    store = broker.schemas()
 
     async def pass_on(leader: int, method: str, target: str, body: bytes) -> tuple[int, bytes]:
         endpoint = next((b for b in broker.image.live_brokers if b.node_id == leader), None)
@@ -60,5 +59,4 @@ async def serve(broker, sockets: list[socket.socket], *, task_status=trio.TASK_S
         return await forward(address, method, target, body, [("Content-Type", "application/json"),
                                                               ("X-Kbroker-Forwarded", "1")])
 
-    broker.schema_store = store
     await serve_app(application(store, parse, pass_on), sockets, task_status=task_status)

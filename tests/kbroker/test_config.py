@@ -454,6 +454,7 @@ def test_topic_defaults_come_from_their_broker_synonyms():
         "cleanup.policy": ("compact",), "unclean.leader.election.enable": True, "min.insync.replicas": 2,
         "compression.type": "lz4", "message.timestamp.type": "LogAppendTime",
         "message.timestamp.before.max.ms": 2**63 - 1, "message.timestamp.after.max.ms": 2**63 - 1,
+        "confluent.value.schema.validation": False, "confluent.key.schema.validation": False,
     }
     assert cfg.topic_default_origin("segment.ms") == ("log.roll.hours", Origin(Source.OVERRIDE, "log.roll.hours=1"))
     assert cfg.topic_default_origin("retention.ms") == (None, Origin(Source.DEFAULT))
