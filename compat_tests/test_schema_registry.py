@@ -8,6 +8,7 @@ given twice.
 
 from __future__ import annotations
 
+import base64
 import json
 import time
 import urllib.error
@@ -16,7 +17,7 @@ import urllib.request
 import confluent_kafka
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
-from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+from confluent_kafka.schema_registry import Schema, SchemaReference, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.serialization import MessageField, SerializationContext
@@ -171,3 +172,79 @@ def test_the_pytest_fixture_serves_a_registry_on_first_use(kbroker):
     assert produce_and_read(kbroker.bootstrap, "fixture-users", AvroSerializer(client, USER_V1),
                             AvroDeserializer(client), users) == users
     assert client.get_subjects() == ["fixture-users-value"]
+
+
+ADDRESS_PROTO = """syntax = "proto3";
+package kbroker.pbtest;
+message Address { string city = 1; }
+"""
+USER_PROTO = """syntax = "proto3";
+package kbroker.pbtest;
+import "kbroker_pbtest/address.proto";
+import "google/protobuf/timestamp.proto";
+message User {
+  string name = 1;
+  int32 age = 2;
+  Address address = 3;
+  google.protobuf.Timestamp joined = 4;
+}
+"""
+
+
+def protoc(tmp_path, *arguments: str) -> None:
+    import os
+    import subprocess
+    import sys
+
+    import grpc_tools
+
+    bundle = os.path.join(os.path.dirname(grpc_tools.__file__), "_proto")
+    subprocess.run([sys.executable, "-m", "grpc_tools.protoc", f"-I{tmp_path}", f"-I{bundle}", *arguments],
+                   check=True, capture_output=True, timeout=60)
+
+
+def test_protobuf_through_the_brokers_registry(registry_broker, tmp_path, monkeypatch):
+    from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    (tmp_path / "kbroker_pbtest").mkdir()
+    (tmp_path / "kbroker_pbtest" / "address.proto").write_text(ADDRESS_PROTO)
+    (tmp_path / "kbroker_pbtest" / "user.proto").write_text(USER_PROTO)
+    protoc(tmp_path, f"--python_out={tmp_path}", "kbroker_pbtest/address.proto", "kbroker_pbtest/user.proto")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from kbroker_pbtest import user_pb2  # generated just now
+
+    url = registry_broker.registry_url
+    users = [user_pb2.User(name=f"user-{i}", age=30 + i, address={"city": f"city-{i}"}) for i in range(4)]
+    users[0].joined.FromSeconds(1_700_000_000)
+    reader = ProtobufDeserializer(user_pb2.User, {}, SchemaRegistryClient({"url": url}))  # asks the broker
+    read = produce_and_read(registry_broker.bootstrap, "pb-users", ProtobufSerializer(
+        user_pb2.User, SchemaRegistryClient({"url": url})), reader, users)
+    assert read == users
+    client = SchemaRegistryClient({"url": url})
+    assert sorted(client.get_subjects()) == ["kbroker_pbtest/address.proto", "pb-users-value"]
+    registered = client.get_latest_version("pb-users-value")
+    assert registered.schema.schema_type == "PROTOBUF"
+    assert [(r.name, r.subject) for r in registered.schema.references] == [
+        ("kbroker_pbtest/address.proto", "kbroker_pbtest/address.proto")]  # timestamp.proto is well known
+
+    client.register_schema("pb-address", Schema(ADDRESS_PROTO, "PROTOBUF"))  # as Java's serializer registers: source
+    text_id = client.register_schema("pb-text-value", Schema(USER_PROTO, "PROTOBUF", [
+        SchemaReference("kbroker_pbtest/address.proto", "pb-address", 1)]))
+    status, body = rest(f"{url}/schemas/ids/{text_id}")
+    assert status == 200 and body["schema"] == USER_PROTO  # source is kept as sent
+    status, body = rest(f"{url}/subjects/pb-text-value/versions/1?format=serialized")
+    descriptor = descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(body["schema"]))
+    assert [message.name for message in descriptor.message_type] == ["User"]
+    assert list(descriptor.dependency) == ["kbroker_pbtest/address.proto", "google/protobuf/timestamp.proto"]
+
+    (tmp_path / "kbroker_pbtest" / "user.proto").write_text(USER_PROTO.replace("int32 age", "string age"))
+    protoc(tmp_path, f"--descriptor_set_out={tmp_path / 'evolved.pb'}", "--include_imports", "kbroker_pbtest/user.proto")
+    pool = descriptor_pool.DescriptorPool()  # apart from the default pool, which holds the first User
+    for file in descriptor_pb2.FileDescriptorSet.FromString((tmp_path / "evolved.pb").read_bytes()).file:
+        pool.Add(file)
+    evolved = message_factory.GetMessageClass(pool.FindMessageTypeByName("kbroker.pbtest.User"))
+    with pytest.raises(SchemaRegistryError) as refused:  # int32 -> string: not BACKWARD compatible
+        ProtobufSerializer(evolved, client)(evolved(name="n", age="old"), SerializationContext("pb-users",
+                                                                                             MessageField.VALUE))
+    assert refused.value.http_status_code == 409 and "FIELD_SCALAR_KIND_CHANGED" in refused.value.error_message

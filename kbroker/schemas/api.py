@@ -98,14 +98,21 @@ def application(store: SchemaStore, parse, forward: Forward):
             return parse(entry.schema_type, entry.schema, entry.references, resolver(registry), normalize)
         return parse_stored
 
-    def shown(entry: SchemaVersion, *fields: str) -> dict:
+    def text_of(request, registry: Registry, entry: SchemaVersion) -> str:
+        """The schema's text in the ``format`` the request asks for (``serialized``: a Protobuf descriptor)."""
+        schema_format = request.query_params.get("format")
+        if not schema_format:
+            return entry.schema
+        return stored(registry)(entry).formatted(schema_format)
+
+    def shown(entry: SchemaVersion, *fields: str, text: str | None = None) -> dict:
         value = {"subject": entry.subject, "version": entry.version, "id": entry.id}
         value = {name: value[name] for name in fields}
         if entry.schema_type != AVRO:
             value["schemaType"] = entry.schema_type
         if entry.references:
             value["references"] = [reference.to_json() for reference in entry.references]
-        value["schema"] = entry.schema
+        value["schema"] = entry.schema if text is None else text
         return value
 
     def endpoint(method: Callable) -> Callable:
@@ -150,12 +157,12 @@ def application(store: SchemaStore, parse, forward: Forward):
     async def by_id(request):
         registry = await store.catch_up()
         entry = registry.by_id(schema_id(request), request.query_params.get("subject"))
-        value = shown(entry)
-        return answer(value)
+        return answer(shown(entry, text=text_of(request, registry, entry)))
 
     async def raw_by_id(request):
         registry = await store.catch_up()
-        return Response(registry.by_id(schema_id(request)).schema, media_type=CONTENT_TYPE)
+        entry = registry.by_id(schema_id(request), request.query_params.get("subject"))
+        return Response(text_of(request, registry, entry), media_type=CONTENT_TYPE)
 
     async def id_subjects(request):
         registry = await store.catch_up()
@@ -190,12 +197,12 @@ def application(store: SchemaStore, parse, forward: Forward):
     async def version(request):
         registry = await store.catch_up()
         entry = registry.version(request.path_params["subject"], request.path_params["version"], flag(request, "deleted"))
-        return answer(shown(entry, "subject", "version", "id"))
+        return answer(shown(entry, "subject", "version", "id", text=text_of(request, registry, entry)))
 
     async def raw_version(request):
         registry = await store.catch_up()
         entry = registry.version(request.path_params["subject"], request.path_params["version"], flag(request, "deleted"))
-        return Response(entry.schema, media_type=CONTENT_TYPE)
+        return Response(text_of(request, registry, entry), media_type=CONTENT_TYPE)
 
     async def referenced_by(request):
         registry = await store.catch_up()
@@ -314,27 +321,29 @@ def application(store: SchemaStore, parse, forward: Forward):
         Route("/schemas/ids/{id}/subjects", endpoint(id_subjects)),
         Route("/schemas/ids/{id}/versions", endpoint(id_versions)),
         Route("/subjects", endpoint(subjects)),
-        Route("/subjects/{subject}", endpoint(lookup), methods=["POST"]),
-        Route("/subjects/{subject}", endpoint(delete_subject), methods=["DELETE"]),
-        Route("/subjects/{subject}/versions", endpoint(versions), methods=["GET"]),
-        Route("/subjects/{subject}/versions", endpoint(register), methods=["POST"]),
-        Route("/subjects/{subject}/versions/{version}", endpoint(version), methods=["GET"]),
-        Route("/subjects/{subject}/versions/{version}", endpoint(delete_version), methods=["DELETE"]),
-        Route("/subjects/{subject}/versions/{version}/schema", endpoint(raw_version)),
-        Route("/subjects/{subject}/versions/{version}/referencedby", endpoint(referenced_by)),
-        Route("/compatibility/subjects/{subject}/versions", endpoint(compatibility), methods=["POST"]),
-        Route("/compatibility/subjects/{subject}/versions/{version}", endpoint(compatibility), methods=["POST"]),
+        # A subject may hold "/" (a Protobuf reference's subject is its import path, sent as %2F, which
+        # arrives decoded): the longest routes first, each subject matched as a path.
+        Route("/subjects/{subject:path}/versions/{version}/schema", endpoint(raw_version)),
+        Route("/subjects/{subject:path}/versions/{version}/referencedby", endpoint(referenced_by)),
+        Route("/subjects/{subject:path}/versions/{version}", endpoint(version), methods=["GET"]),
+        Route("/subjects/{subject:path}/versions/{version}", endpoint(delete_version), methods=["DELETE"]),
+        Route("/subjects/{subject:path}/versions", endpoint(versions), methods=["GET"]),
+        Route("/subjects/{subject:path}/versions", endpoint(register), methods=["POST"]),
+        Route("/subjects/{subject:path}", endpoint(lookup), methods=["POST"]),
+        Route("/subjects/{subject:path}", endpoint(delete_subject), methods=["DELETE"]),
+        Route("/compatibility/subjects/{subject:path}/versions", endpoint(compatibility), methods=["POST"]),
+        Route("/compatibility/subjects/{subject:path}/versions/{version}", endpoint(compatibility), methods=["POST"]),
         Route("/config", endpoint(get_config), methods=["GET"]),
         Route("/config", endpoint(put_config), methods=["PUT"]),
         Route("/config", endpoint(delete_config), methods=["DELETE"]),
-        Route("/config/{subject}", endpoint(get_config), methods=["GET"]),
-        Route("/config/{subject}", endpoint(put_config), methods=["PUT"]),
-        Route("/config/{subject}", endpoint(delete_config), methods=["DELETE"]),
+        Route("/config/{subject:path}", endpoint(get_config), methods=["GET"]),
+        Route("/config/{subject:path}", endpoint(put_config), methods=["PUT"]),
+        Route("/config/{subject:path}", endpoint(delete_config), methods=["DELETE"]),
         Route("/mode", endpoint(get_mode), methods=["GET"]),
         Route("/mode", endpoint(put_mode), methods=["PUT"]),
-        Route("/mode/{subject}", endpoint(get_mode), methods=["GET"]),
-        Route("/mode/{subject}", endpoint(put_mode), methods=["PUT"]),
-        Route("/mode/{subject}", endpoint(delete_mode), methods=["DELETE"]),
+        Route("/mode/{subject:path}", endpoint(get_mode), methods=["GET"]),
+        Route("/mode/{subject:path}", endpoint(put_mode), methods=["PUT"]),
+        Route("/mode/{subject:path}", endpoint(delete_mode), methods=["DELETE"]),
     ]
 
     async def not_found(request, exc):

@@ -125,7 +125,7 @@ def test_json_schema_rules(what, writer, reader, rule):
     ("AVRO", "{not json"), ("AVRO", '{"type": "record", "name": "R"}'), ("AVRO", '{"type": "nothing"}'),
     ("AVRO", '{"type": "enum", "name": "E", "symbols": ["A", "A"]}'),
     ("JSON", "[1, 2]"), ("JSON", '{"type": "not-a-type"}'), ("JSON", '{"minimum": "zero"}'),
-    ("PROTOBUF", 'syntax = "proto3"; message M {}'), ("XML", "<a/>"),
+    ("PROTOBUF", 'syntax = "proto3"; message M { Unknown u = 1; }'), ("XML", "<a/>"),
 ])
 def test_a_schema_that_does_not_parse_is_42201_in_one_line(schema_type, text):
     with pytest.raises(RegistryError) as refused:
