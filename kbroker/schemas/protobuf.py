@@ -41,7 +41,8 @@ from kbroker.schemas.records import Reference
 WELL_KNOWN = "google/protobuf/"
 _BASE64 = re.compile(r"[A-Za-z0-9+/=\s]+")
 _MAX_REFERENCE_DEPTH = 32
-_CACHED_SCHEMAS = 256
+_CACHED_SCHEMAS = 128
+_CACHED_TEXT_CHARS_MAX = 64 * 1024  # larger schemas are compiled each time rather than held
 
 
 class ProtobufError(ValueError):
@@ -92,8 +93,18 @@ def _resolved(references: tuple[Reference, ...], resolve, depth: int) -> tuple[R
     return tuple(found)
 
 
-@functools.lru_cache(maxsize=_CACHED_SCHEMAS)  # a subject's versions are parsed again for every check
 def _parse(text: str, references: tuple[Resolved, ...]) -> ProtobufSchema:
+    if len(text) > _CACHED_TEXT_CHARS_MAX:
+        return _parse_now(text, references)
+    return _parse_cached(text, references)
+
+
+@functools.lru_cache(maxsize=_CACHED_SCHEMAS)  # a subject's versions are parsed again for every check
+def _parse_cached(text: str, references: tuple[Resolved, ...]) -> ProtobufSchema:
+    return _parse_now(text, references)
+
+
+def _parse_now(text: str, references: tuple[Resolved, ...]) -> ProtobufSchema:
     decoded = _descriptor_bytes(text)
     if decoded is not None:
         return _from_descriptor(decoded, references)
