@@ -1,7 +1,7 @@
 """The compatibility levels (kbroker/schemas/compatibility.py) as tables. Each Avro case is a rule of the
 Avro specification's schema resolution beside those of test_schema_types.py; every level is checked in
-both directions and transitively; JSON Schema and Protobuf cases carry the name of Confluent's rule
-they expect."""
+both directions and transitively; JSON Schema cases carry the name of Confluent's rule they expect.
+Protobuf's rules have their own table (test_protobuf.py)."""
 
 from __future__ import annotations
 
@@ -19,10 +19,6 @@ def avro(document):
 
 def json_schema(document):
     return parse("JSON", json.dumps(document), (), lambda reference: None)
-
-
-def proto(body: str, package: str = "shop", syntax: str = "proto3"):
-    return parse("PROTOBUF", f'syntax = "{syntax}"; package {package}; {body}', (), lambda reference: None)
 
 
 def record(*fields, name="R", **extra) -> dict:
@@ -158,68 +154,3 @@ def test_json_forward_and_full_swap_the_reader():
     assert check("BACKWARD", new, [old]) != []  # new readers require what old writers may leave out
     assert check("FORWARD", new, [old]) == []  # old readers take everything new writers write
     assert check("FULL", new, [old]) != []
-
-
-def message(fields: str, name: str = "M") -> str:
-    return f"message {name} {{ {fields} }}"
-
-
-PROTOBUF_CASES = [  # (what, old, new, Confluent's rule for BACKWARD, or None when compatible)
-    ("the same schema", message("int32 a = 1;"), message("int32 a = 1;"), None),
-    ("a field added", message("int32 a = 1;"), message("int32 a = 1; string b = 2;"), None),
-    ("a field removed", message("int32 a = 1; string b = 2;"), message("int32 a = 1;"), None),
-    ("a field renamed", message("int32 a = 1;"), message("int32 b = 1;"), None),
-    ("a message added", message(""), message("") + message("", "N"), None),
-    ("an enum value added", message("E e = 1;") + " enum E { Z = 0; }", message("E e = 1;") + " enum E { Z = 0; Y = 1; }",
-     None),
-    ("an integer field made an enum", message("int32 a = 1;"), message("E a = 1;") + " enum E { Z = 0; }", None),
-    ("a field made proto3 optional", message("int32 a = 1;"), message("optional int32 a = 1;"), None),
-    ("a single field moved into a new oneof", message("int32 a = 1;"), message("oneof o { int32 a = 1; }"), None),
-    *[(f"{old} read as {new}", message(f"{old} a = 1;"), message(f"{new} a = 1;"), None)
-      for old, new in [("int32", "int64"), ("int32", "uint64"), ("uint32", "bool"), ("int64", "int32"),
-                       ("sint32", "sint64"), ("fixed32", "sfixed32"), ("fixed64", "sfixed64"), ("string", "bytes"),
-                       ("bytes", "string")]],
-    *[(f"{old} read as {new}", message(f"{old} a = 1;"), message(f"{new} a = 1;"), "FIELD_SCALAR_KIND_CHANGED")
-      for old, new in [("int32", "sint32"), ("int32", "double"), ("float", "double"), ("fixed32", "fixed64"),
-                       ("sfixed32", "int32"), ("string", "int32"), ("bool", "string")]],
-    ("a scalar made a message", message("int32 a = 1;") + message("", "N"), message("N a = 1;") + message("", "N"),
-     "FIELD_KIND_CHANGED"),
-    ("a scalar made a map", message("int32 a = 1;"), message("map<string, int32> a = 1;"), "FIELD_KIND_CHANGED"),
-    ("a field's message type changed", message("N a = 1;") + message("", "N") + message("", "O"),
-     message("O a = 1;") + message("", "N") + message("", "O"), "FIELD_NAMED_TYPE_CHANGED"),
-    ("a map's values widened", message("map<string, int32> a = 1;"), message("map<string, int64> a = 1;"), None),
-    ("a map's values changed kind", message("map<string, int32> a = 1;"), message("map<string, string> a = 1;"),
-     "FIELD_SCALAR_KIND_CHANGED"),
-    ("a nested message's field changed kind", message("message I { int32 x = 1; } I i = 1;"),
-     message("message I { string x = 1; } I i = 1;"), "FIELD_SCALAR_KIND_CHANGED"),
-    ("a message removed", message("") + message("", "N"), message(""), "MESSAGE_REMOVED"),
-    ("two fields moved into a new oneof", message("int32 a = 1; int32 b = 2;"),
-     message("oneof o { int32 a = 1; int32 b = 2; }"), "MULTIPLE_FIELDS_MOVED_TO_ONEOF"),
-    ("a field moved into an existing oneof", message("int32 a = 1; oneof o { int32 b = 2; }"),
-     message("oneof o { int32 a = 1; int32 b = 2; }"), "FIELD_MOVED_TO_EXISTING_ONEOF"),
-    pytest.param("a field moved out of its oneof", message("oneof o { int32 a = 1; int32 b = 2; }"),
-                 message("int32 a = 1; oneof o { int32 b = 2; }"), "ONEOF_FIELD_REMOVED",
-                 marks=pytest.mark.xfail(strict=True, reason="protobuf.py lets a field leave a oneof that stays")),
-    ("a numeric field made repeated", message("int32 a = 1;"), message("repeated int32 a = 1;"),
-     "FIELD_NUMERIC_LABEL_CHANGED"),
-]
-
-
-@pytest.mark.parametrize("what, old, new, rule", PROTOBUF_CASES,
-                         ids=[case.values[0] if hasattr(case, "marks") else case[0] for case in PROTOBUF_CASES])
-def test_protobuf_rules(what, old, new, rule):
-    problems = check("BACKWARD", proto(new), [proto(old)])
-    assert (problems == []) if rule is None else (problems and rule in problems[0]), problems
-
-
-def test_protobuf_package_required_fields_and_directions():
-    assert "PACKAGE_CHANGED" in check("BACKWARD", proto(message(""), package="other"), [proto(message(""))])[0]
-    optional = proto(message("optional int32 a = 1;"), syntax="proto2")
-    required = proto(message("optional int32 a = 1; required int32 b = 2;"), syntax="proto2")
-    assert "REQUIRED_FIELD_ADDED" in check("BACKWARD", required, [optional])[0]
-    assert "REQUIRED_FIELD_REMOVED" in check("BACKWARD", optional, [required])[0]
-    wide, narrow = proto(message("int32 a = 1;")), proto(message("double a = 1;"))
-    assert check("FORWARD", narrow, [wide]) != [] and check("FULL_TRANSITIVE", narrow, [wide, wide]) != []
-    dropped = proto(message(""))
-    assert check("FORWARD", dropped, [proto(message("") + message("", "N"))]) == []  # old readers skip nothing
-    assert check("BACKWARD", dropped, [proto(message("") + message("", "N"))]) != []
