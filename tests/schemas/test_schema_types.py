@@ -125,7 +125,13 @@ def test_json_schema_rules(what, writer, reader, rule):
     ("AVRO", "{not json"), ("AVRO", '{"type": "record", "name": "R"}'), ("AVRO", '{"type": "nothing"}'),
     ("AVRO", '{"type": "enum", "name": "E", "symbols": ["A", "A"]}'),
     ("JSON", "[1, 2]"), ("JSON", '{"type": "not-a-type"}'), ("JSON", '{"minimum": "zero"}'),
-    ("PROTOBUF", 'syntax = "proto3"; message M { Unknown u = 1; }'), ("XML", "<a/>"),
+    ("AVRO", ""), ("AVRO", '{"type": "fixed", "name": "F"}'),
+    ("AVRO", '{"type": "enum", "name": "E", "symbols": ["A"], "default": "B"}'),
+    ("JSON", "5"), ("JSON", '{"required": "id"}'),
+    ("JSON", '{"$schema": "https://json-schema.org/draft/2020-12/schema", "type": 5}'),
+    ("PROTOBUF", 'syntax = "proto3"; message M { Unknown u = 1; }'), ("PROTOBUF", ""), ("PROTOBUF", "   "),
+    ("PROTOBUF", 'syntax = "proto3";\nmessage M {\n  U u = 1;\n  V v = 2;\n}'),  # two errors, one line
+    ("protobuf", 'syntax = "proto3";'), ("XML", "<a/>"),
 ])
 def test_a_schema_that_does_not_parse_is_42201_in_one_line(schema_type, text):
     with pytest.raises(RegistryError) as refused:
