@@ -12,6 +12,8 @@ from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 
 from compat_tests.test_replication import FAST_FAILOVER
+from kbroker.wire.schema import API_BY_NAME
+from testkit import raw_client
 from testkit.broker_process import free_port
 from testkit.quorum_process import Quorum, until
 
@@ -49,8 +51,9 @@ def test_writes_from_any_node_and_a_failover_of_the_writer(tmp_path):
             node_id = 1 + number % 3
             ids[number] = register(clients[node_id], f"subject-{number}", number)
         assert sorted(ids.values()) == list(range(1, 10))
+        assert _replicas(cluster) == 3  # a copy on every node: the writer's death loses nothing
         for client in clients.values():  # every node answers from its own copy (once it has caught up)
-            until(lambda client=client: len(client.get_subjects()) == 9, 15, "every subject on every node")
+            until(lambda client=client: len(client.get_subjects()) == 9, 60, "every subject on every node")
 
         leader_id = _writer(cluster)
         cluster.node(leader_id).kill()
@@ -68,13 +71,18 @@ def test_writes_from_any_node_and_a_failover_of_the_writer(tmp_path):
         cluster.close()
 
 
-def _writer(cluster: Quorum) -> int:
-    """The node leading _schemas-0, from Metadata."""
-    from testkit import raw_client
-    from kbroker.wire.schema import API_BY_NAME
-
+def _schemas_partition(cluster: Quorum):
+    """_schemas-0 as Metadata describes it."""
     request = API_BY_NAME["Metadata"].request_class(topics=[
         API_BY_NAME["Metadata"].request_class.MetadataRequestTopic(name="_schemas")])
-    answer = raw_client.call(cluster.nodes[0].client_port, "Metadata", 9, request)
-    [topic] = answer.topics
-    return topic.partitions[0].leader_id
+    [topic] = raw_client.call(cluster.nodes[0].client_port, "Metadata", 9, request).topics
+    return topic.partitions[0]
+
+
+def _writer(cluster: Quorum) -> int:
+    """The node leading _schemas-0."""
+    return _schemas_partition(cluster).leader_id
+
+
+def _replicas(cluster: Quorum) -> int:
+    return len(_schemas_partition(cluster).replica_nodes)
