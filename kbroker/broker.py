@@ -27,6 +27,7 @@ from kbroker.controller.controller import Controller
 from kbroker.data_directories import DataDirectories
 from kbroker.log.free_space import FreeSpace
 from kbroker.config.dynamic import ConfigLayers
+from kbroker.http import on_demand
 from kbroker.lifecycle import BrokerLifecycle
 from kbroker.listen import bind_listeners
 from kbroker.replication.fetcher import ReplicaFetchers
@@ -479,17 +480,20 @@ class Broker:
         registry = registry_address(self.config)
         if registry is not None and not self._registry_sockets:
             self._registry_sockets = bind_listeners(*registry)
+        http_sockets = []
         if self.config.metrics_port is not None:  # first: /health and /ready answer while the broker starts
             from kbroker import metrics
 
             self.metrics = self.services.metrics = metrics.BrokerMetrics(self)
+            http_sockets = bind_listeners("0.0.0.0", self.config.metrics_port)
+            self.metrics_port = http_sockets[0].getsockname()[1]
         self.flusher = Flusher(self.metrics.fsync_seconds.observe if self.metrics is not None else None,
                                fails_if=injected_failure(self.settings.data_dir))
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
-                if self.metrics is not None:
-                    self.metrics_port = await nursery.start(metrics.serve_http, self, self.config.metrics_port)
+                if http_sockets:
+                    nursery.start_soon(self._serve_http, http_sockets)
                 for peers in (self.peers, self.controller_peers):
                     if peers is not None:
                         await nursery.start(peers.run)
@@ -530,6 +534,17 @@ class Broker:
                                               else self._close_offline_logs)
             if self._owns_directories:
                 self.directories.release()
+
+    async def _serve_http(self, sockets: list) -> None:
+        """/metrics, /health and /ready (kbroker/http/endpoints.py) on the bound ``sockets``, the HTTP stack
+        loaded once a first connection waits there (kbroker/http/on_demand.py says why)."""
+        try:
+            await on_demand.wait_for_a_connection(sockets)
+            endpoints = await on_demand.import_off_the_loop("kbroker.http.endpoints")
+            await endpoints.serve_endpoints(self.metrics.exposition, self.readiness, sockets)
+        finally:  # closed by serving too; not if the broker stops before anyone asked
+            for sock in sockets:
+                sock.close()
 
     def schemas(self):
         """The schema registry's state from ``_schemas`` (kbroker/schemas/store.py), made on first use: by the

@@ -1,9 +1,5 @@
-"""The broker's measures for Prometheus, and its health and readiness, on ``metrics.port``.
-
-    GET /metrics  the Prometheus text format
-    GET /health   200 while the process serves at all
-    GET /ready    200 once startup is complete: the metadata is loaded and every listener is open, and
-                  in a cluster the broker is registered and unfenced; 503 otherwise (a fenced broker too)
+"""The broker's measures for Prometheus, served on ``metrics.port`` with its health and readiness
+(kbroker/http/endpoints.py).
 
 Counters and histograms are updated where things happen (produce, fetch, each request, each
 fsync, each ISR change); gauges that describe state (partitions, leaders, log sizes, group lag,
@@ -16,15 +12,13 @@ from __future__ import annotations
 
 import logging
 
-import trio
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.exposition import generate_latest
 
 logger = logging.getLogger("kbroker.metrics")
 
 _LATENCY_BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
-_MAX_REQUEST_BYTES = 8192  # an HTTP request line and headers; anything longer is not a scrape
 
 
 class BrokerMetrics:
@@ -133,41 +127,3 @@ def _group_lag(broker) -> GaugeMetricFamily:
             lag.add_metric([group_id, topic, str(index)], max(0, high_watermark - committed.offset))
     return lag
 
-
-async def serve_http(broker, port: int, host: str = "0.0.0.0", *, task_status=trio.TASK_STATUS_IGNORED) -> None:
-    """The /metrics, /health and /ready endpoints (HTTP/1.0-style: one request per connection)."""
-    listeners = await trio.open_tcp_listeners(port, host=host)
-    task_status.started(listeners[0].socket.getsockname()[1])
-    await trio.serve_listeners(lambda stream: _answer(broker, stream), listeners)
-
-
-async def _answer(broker, stream: trio.SocketStream) -> None:
-    try:
-        with trio.move_on_after(5):
-            request = b""
-            while b"\r\n\r\n" not in request and b"\n\n" not in request and len(request) < _MAX_REQUEST_BYTES:
-                data = await stream.receive_some(_MAX_REQUEST_BYTES)
-                if not data:
-                    break
-                request += data
-            parts = request.split(b" ", 2)
-            path = parts[1].split(b"?")[0].decode("latin-1") if len(parts) > 1 else ""
-            if parts[0] != b"GET":
-                status, content_type, body = "405 Method Not Allowed", "text/plain", b"GET only\n"
-            elif path == "/metrics":
-                status, content_type, body = "200 OK", CONTENT_TYPE_LATEST, broker.metrics.exposition()
-            elif path == "/health":
-                status, content_type, body = "200 OK", "text/plain", b"ok\n"
-            elif path == "/ready":
-                ready, reason = broker.readiness()
-                status = "200 OK" if ready else "503 Service Unavailable"
-                content_type, body = "text/plain", (reason + "\n").encode()
-            else:
-                status, content_type, body = "404 Not Found", "text/plain", b"/metrics, /health or /ready\n"
-            head = f"HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {len(body)}\r\n" \
-                   "Connection: close\r\n\r\n"
-            await stream.send_all(head.encode() + body)
-    except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
-        pass
-    finally:
-        await stream.aclose()

@@ -25,7 +25,7 @@ ALLOWED: dict[str, set[str]] = {
     "raft": {"log", "wire"},
 }
 KBROKER_ARROWS = """
-broker: config controller data_directories group lifecycle listen metadata metrics peers producer_ids replication
+broker: config controller data_directories group http lifecycle listen metadata metrics peers producer_ids replication
         schemas security server topics txn
 cli: broker config controller data_directories event_log listen metadata tools
 config: metadata results security topics
