@@ -34,9 +34,12 @@ def kbroker(bootstrap: str, *args: str, stdin: str | None = None, expect: int = 
 
 
 def start(bootstrap: str, *args: str) -> subprocess.Popen:
-    """A command left running (consume, produce), its stdin, stdout and stderr pipes to the test."""
+    """A command left running (consume, produce), its stdin, stdout and stderr pipes to the test. Ctrl-C
+    reaches it as from a terminal even where this test runs as a background job (a shell without job
+    control starts those with SIGINT ignored, and the command would inherit that)."""
     return subprocess.Popen([sys.executable, "-m", "kbroker.cli", *args, "--bootstrap-server", bootstrap], cwd=REPO,
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 @pytest.fixture(scope="module")
