@@ -139,6 +139,25 @@ def test_ids_survive_a_sigkill_and_are_never_given_twice(registry_broker):
     assert third == 3  # 2 was given before its subject was deleted
 
 
+def test_no_schemas_topic_with_fewer_live_brokers_than_its_replication_factor(tmp_path):
+    """As Kafka does for __consumer_offsets: _schemas is not created with fewer replicas than asked for.
+    A lone broker asked for two refuses writes with a retriable 50001 that says why, and creates nothing."""
+    port = free_port()
+    broker = BrokerProcess(tmp_path / "data", None, f"schema.registry.listeners=http://127.0.0.1:{port}",
+                           "schema.registry.topic.replication.factor=2")
+    broker.start()
+    try:
+        status, body = rest(f"http://127.0.0.1:{port}/subjects/s-value/versions", "POST",
+                            json.dumps({"schema": USER_V1}).encode())
+        assert (status, body["error_code"]) == (500, 50001), body
+        assert "schema.registry.topic.replication.factor is 2 and 1 broker(s) are live" in body["message"]
+        metadata = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=10)
+        assert "_schemas" not in metadata.topics
+        assert rest(f"http://127.0.0.1:{port}/subjects") == (200, [])
+    finally:
+        broker.kill()
+
+
 ORDER_V1 = json.dumps({"$schema": "http://json-schema.org/draft-07/schema#", "title": "Order", "type": "object",
                        "properties": {"id": {"type": "integer"}, "item": {"type": "string"}},
                        "required": ["id"], "additionalProperties": False})

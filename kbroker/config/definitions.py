@@ -213,6 +213,9 @@ SETTINGS: tuple[Setting, ...] = (
        Between(0, 65535)),
     _S("schema.registry.listeners", "string", None, "kbroker's own: where this node serves the "
        "Confluent-compatible schema registry, as http://host:port (port 0: a free one); unset: not at all."),
+    _S("schema.registry.topic.replication.factor", "short", 1, "kbroker's own (Confluent's "
+       "kafkastore.topic.replication.factor): replication factor of _schemas; the registry refuses writes "
+       "until that many brokers are live to create it.", AtLeast(1)),
     # --- listeners and sockets ---
     _S("listeners", "string", "PLAINTEXT://localhost:9092", "Where to listen, as NAME://host:port entries "
        "(empty host: every interface)."),
@@ -427,6 +430,7 @@ CLUSTER_DEFAULTS: dict[str, object] = {
     "offsets.topic.replication.factor": 3,
     "transaction.state.log.replication.factor": 3,
     "transaction.state.log.min.isr": 2,
+    "schema.registry.topic.replication.factor": 3,
 }
 assert all(setting.type in TYPES for setting in SETTINGS)
 

@@ -8,7 +8,10 @@ one batch and answers once they are committed (fsynced and on every in-sync repl
 that just took over has every record an earlier leader acknowledged, so no id is given twice. Other
 nodes pass writes on to the leader (kbroker/schemas/api.py), as do nodes without a copy for reads.
 
-The topic is created by the first write, compacted, with one partition and up to three replicas.
+The topic is created by the first write, compacted, with one partition and
+``schema.registry.topic.replication.factor`` replicas (1 on a single node, Kafka's 3 for its internal
+topics on a node of a cluster). As Kafka does for ``__consumer_offsets``, it is not created with fewer:
+until enough brokers are live, writes are refused with 50001 (retriable: a 5xx).
 """
 
 from __future__ import annotations
@@ -150,8 +153,13 @@ class SchemaStore:
         broker = self.broker
         if TOPIC in broker.image.topics:
             return
-        live = len(broker.image.live_brokers) or 1
-        await broker.auto_create([TopicRequest(TOPIC, 1, min(3, live), {}, {"cleanup.policy": "compact"})])
+        replication = broker.config.get("schema.registry.topic.replication.factor")
+        live = len(broker.image.live_brokers)
+        if live < replication:
+            raise RegistryError(STORE_ERROR, f"the {TOPIC} topic cannot be created yet: "
+                                f"schema.registry.topic.replication.factor is {replication} and {live} "
+                                f"broker(s) are live")
+        await broker.auto_create([TopicRequest(TOPIC, 1, replication, {}, {"cleanup.policy": "compact"})])
         with trio.move_on_after(_CREATE_TIMEOUT_S):
             while TOPIC not in broker.image.topics or broker.image.topics[TOPIC].partitions[0].leader < 0:
                 await trio.sleep(0.05)

@@ -109,7 +109,7 @@ def _internal_topic_replication(nodes: int) -> dict:
     if nodes >= 3:
         return {}
     return {"offsets.topic.replication.factor": nodes, "transaction.state.log.replication.factor": nodes,
-            "transaction.state.log.min.isr": min(nodes, 2)}
+            "transaction.state.log.min.isr": min(nodes, 2), "schema.registry.topic.replication.factor": nodes}
 
 
 def _free_ports(host: str, count: int) -> list[int]:
