@@ -58,7 +58,7 @@ class EchoServer:
 @pytest.fixture
 def proxy():
     server = EchoServer()
-    proxy = LinkProxy(server.port, identify=lambda peer: peer[0], retransmit_s=0.3)
+    proxy = LinkProxy(server.port, identify=lambda peer, _: peer[0], retransmit_s=0.3)
     proxy.server = server
     yield proxy
     proxy.close()
@@ -179,7 +179,7 @@ def test_a_fault_for_any_source_applies_to_those_without_their_own(proxy):
 
 def test_owner_of_names_the_process_that_opened_a_connection(proxy):
     opened = []
-    proxy.identify = lambda peer: opened.append(peer) or None
+    proxy.identify = lambda peer, at: opened.append((peer, at)) or None
     child = subprocess.Popen([sys.executable, "-c", "import socket, sys, time\n"
                               f"s = socket.create_connection(('127.0.0.1', {proxy.port}))\n"
                               "print('connected', flush=True); time.sleep(30)"], stdout=subprocess.PIPE, text=True)
@@ -190,10 +190,39 @@ def test_owner_of_names_the_process_that_opened_a_connection(proxy):
             while len(opened) < 2 and time.monotonic() < deadline:
                 time.sleep(0.01)
             pids = {"child": child.pid, "test": os.getpid()}
-            assert owner_of(opened[0], pids) == "child"
-            assert owner_of(opened[1], pids) == "test"
-            assert owner_of(opened[1], {"child": child.pid}) is None
+            assert owner_of(*opened[0], pids) == "child"
+            assert owner_of(*opened[1], pids) == "test"
+            assert owner_of(*opened[1], {"child": child.pid}) is None
             close_connections(ours)
     finally:
+        child.kill()
+        child.wait(10)
+
+
+def test_owner_of_tells_apart_two_connections_from_one_port(proxy):
+    """Linux lets connections to different far ends share a local port: the process is found by both
+    ends, not by the port (a node's link was once put down to another process and never faulted)."""
+    opened = []
+    proxy.identify = lambda peer, at: opened.append((peer, at)) or None
+    elsewhere = socket.create_server(("127.0.0.1", 0))
+    ours = socket.socket()
+    ours.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    ours.bind(("127.0.0.1", 0))
+    port = ours.getsockname()[1]
+    child = subprocess.Popen([sys.executable, "-c", "import socket, time\n"
+                              "s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+                              f"s.bind(('127.0.0.1', {port})); s.connect(('127.0.0.1', {elsewhere.getsockname()[1]}))\n"
+                              "print('connected', flush=True); time.sleep(30)"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "connected"  # the child holds port -> elsewhere
+        ours.connect(("127.0.0.1", proxy.port))  # and this process port -> the proxy
+        deadline = time.monotonic() + 10
+        while not opened and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert opened[0][0][1] == port
+        assert owner_of(*opened[0], {"child": child.pid, "test": os.getpid()}) == "test"
+        assert owner_of(*opened[0], {"child": child.pid}) is None
+    finally:
+        close_connections(ours, elsewhere)
         child.kill()
         child.wait(10)

@@ -1,7 +1,7 @@
 """A loopback TCP proxy in front of one listener that injects network faults, without root.
 
-Each connection through the proxy is put down to its source: ``identify(peer_address)`` names the
-node that opened it (``owner_of`` finds the process that holds the client's socket) or None for
+Each connection through the proxy is put down to its source: ``identify(peer, proxy)`` (the
+connection's two ends, as the proxy sees them) names the node that opened it (``owner_of`` finds the process that holds the client's socket) or None for
 a client that is not one of the nodes. Faults apply per source, or to every source without a
 fault of its own (``ANY``), so that a test can fail the link from one chosen node to another while
 everything else goes through:
@@ -27,6 +27,7 @@ import os
 import queue
 import random
 import socket
+import sys
 import threading
 import time
 from dataclasses import dataclass, replace
@@ -62,7 +63,7 @@ class _Connection:
 
 
 class LinkProxy:
-    def __init__(self, upstream_port: int, *, port: int = 0, identify=lambda peer: None, retransmit_s: float = 0.2,
+    def __init__(self, upstream_port: int, *, port: int = 0, identify=lambda peer, proxy: None, retransmit_s: float = 0.2,
                  seed: int = 0) -> None:
         self.upstream_port = upstream_port
         self.identify = identify
@@ -126,7 +127,7 @@ class LinkProxy:
                 client, peer = self.listener.accept()
             except OSError:
                 return
-            source = self.identify(peer)
+            source = self.identify(peer, client.getsockname())
             self.sources_seen[source] += 1
             if self.fault_of(source).cut:
                 close_connections(client)
@@ -208,10 +209,12 @@ def _enqueue(connection: _Connection, chunks: queue.Queue, item) -> bool:
     return False
 
 
-def owner_of(peer: tuple[str, int], pids: dict[object, int]):
-    """The name in ``pids`` of the process holding the loopback socket at ``peer`` (a connection's far
-    end as the proxy sees it), or None: its inode from /proc/net/tcp*, then each process's open files."""
-    inode = _socket_inode(peer[1])
+def owner_of(peer: tuple[str, int], proxy: tuple[str, int], pids: dict[object, int]):
+    """The name in ``pids`` of the process holding the loopback socket at ``peer`` connected to ``proxy``
+    (a connection's two ends as the proxy sees them), or None: its inode from /proc/net/tcp*, then each
+    process's open files. Both ends are matched: Linux gives one ephemeral port to several connections
+    when their far ends differ, so a port alone can name another process's socket."""
+    inode = _socket_inode(peer, proxy)
     if inode is None:
         return None
     target = f"socket:[{inode}]"
@@ -229,18 +232,25 @@ def owner_of(peer: tuple[str, int], pids: dict[object, int]):
     return None
 
 
-def _socket_inode(local_port: int) -> int | None:
+def _socket_inode(local: tuple[str, int], remote: tuple[str, int]) -> int | None:
+    wanted = (_proc_address(local), _proc_address(remote))
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
             with open(table) as rows:
                 next(rows)
                 for row in rows:
                     fields = row.split()
-                    if int(fields[1].rsplit(":", 1)[1], 16) == local_port and fields[9] != "0":
+                    if (fields[1], fields[2]) == wanted and fields[9] != "0":
                         return int(fields[9])
         except OSError:
             continue
     return None
+
+
+def _proc_address(address: tuple[str, int]) -> str:
+    """An IPv4 address as /proc/net/tcp writes it: the four bytes in host order, then the port, in hex."""
+    packed = socket.inet_aton(address[0])
+    return f"{int.from_bytes(packed, sys.byteorder):08X}:{address[1]:04X}"
 
 
 def close_connections(*connections: socket.socket) -> None:

@@ -136,9 +136,9 @@ class Quorum:
     def node(self, node_id: int) -> QuorumNode:
         return self.nodes[node_id - 1]
 
-    def _node_of(self, peer: tuple[str, int]) -> int | None:
+    def _node_of(self, peer: tuple[str, int], proxy: tuple[str, int]) -> int | None:
         """The id of the node that opened a connection to a proxy, or None for a client."""
-        return owner_of(peer, {n.node_id: n.process.pid for n in self.nodes + self.brokers if n.running})
+        return owner_of(peer, proxy, {n.node_id: n.process.pid for n in self.nodes + self.brokers if n.running})
 
     def fail_links(self, first: QuorumNode, second: QuorumNode, fault: str, **options) -> None:
         """Fails the links between two nodes both ways (a proxied quorum): ``fault`` is a LinkProxy fault
