@@ -5,9 +5,13 @@ each partition this broker leads:
 
 - a follower in the ISR that has not fetched from the log end for
   ``replica.lag.time.max.ms`` leaves it: the high watermark stops waiting for it;
-- a replica outside the ISR whose fetches reached the high watermark and this
-  leader's epoch joins it again; never one this round found lagging, which sits
-  at the high watermark only because the high watermark waits for it.
+- a replica outside the ISR that is fetching (its last fetch within
+  ``replica.lag.time.max.ms``) and whose fetches reached the high watermark and
+  this leader's epoch joins it again (Kafka weighs a replica for the ISR as its
+  fetches come). Never one that stopped fetching: it sits at the high watermark
+  only because the high watermark waited for it, and while another stalled
+  follower holds the high watermark there, taking it back would swap the two
+  in and out of the ISR round after round, and nothing would be acknowledged.
 
 The change goes to the active controller as AlterPartition, at the leader and
 partition epochs of the image; until the image shows the result, the high
@@ -73,7 +77,9 @@ class IsrManager:
                 # high watermark, but not back in the ISR until its fetches reach it again (Kafka
                 # weighs a follower for the ISR when it fetches; see the module's docstring).
                 offset = partition.follower_offsets.get(replica, -1)
+                fetched_ms = partition.last_fetch_ms(replica)
                 if (replica not in isr and replica not in lagging and replica in live
+                        and fetched_ms is not None and now_ms - fetched_ms <= self.lag_max_ms
                         and offset >= partition.high_watermark and offset >= start):
                     isr.append(replica)
             if set(isr) != set(state.isr) and broker.node_id in isr:

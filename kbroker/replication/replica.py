@@ -160,6 +160,11 @@ class Partition:
             self.follower_offsets[replica] = fetch_offset
             self._advance()
 
+    def last_fetch_ms(self, replica: int) -> int | None:
+        """Leader: when follower ``replica``'s last fetch came (the partition's monotonic clock), or None."""
+        last = self._last_fetch.get(replica)
+        return None if last is None else last[0]
+
     def follow_high_watermark(self, leader_high_watermark: int) -> None:
         """Follower: the leader's high watermark, as far as this log reaches."""
         if self._high_watermark is None:

@@ -88,3 +88,35 @@ async def test_a_follower_out_of_the_isr_rejoins_once_its_fetches_reach_the_high
     [(_, _, isr)] = manager.changes(clock.monotonic_ms())
     assert isr == (1, 2, 3)
     flusher.stop()
+
+
+async def test_two_stalled_followers_are_not_swapped_in_and_out_of_the_isr(tmp_path):
+    """Both followers stop fetching at the high watermark, one found lagging a little before the other.
+    The first out sits at the high watermark the second holds there: it must not be taken back in
+    for it (the leader asked for [1, 2], then [1, 3], then [1, 2]... and an acks=all produce waited
+    for good). It rejoins once it fetches again."""
+    flusher, clock = Flusher(), FakeClock()
+    manager, partition, state = leader_of_three(tmp_path, flusher, clock)
+    await append_durably(partition, 3)
+    clock.advance(1000)
+    partition.follower_fetched(3, 3)
+    clock.advance(500)
+    partition.follower_fetched(2, 3)
+    await append_durably(partition, 1)  # offset 3 waits for both followers, which fetch no more
+    clock.advance(LAG_MAX_MS + 1 - 500)
+    [(_, _, isr)] = manager.changes(clock.monotonic_ms())
+    assert isr == (1, 2)  # 3 is found first
+    state.isr = isr
+    partition.update(1, 0, (1, 2, 3), isr)
+    assert partition.high_watermark == 3  # 2 still holds it, and 3 sits there
+    clock.advance(1000)
+    [(_, _, isr)] = manager.changes(clock.monotonic_ms())
+    assert isr == (1,)  # 2 leaves; 3, which fetches no more, is not taken back
+    state.isr = isr
+    partition.update(1, 0, (1, 2, 3), isr)
+    assert partition.high_watermark == 4
+    clock.advance(100)
+    partition.follower_fetched(3, 4)  # healed: 3 fetches from the high watermark
+    [(_, _, isr)] = manager.changes(clock.monotonic_ms())
+    assert isr == (1, 3)
+    flusher.stop()
