@@ -26,7 +26,8 @@ RUN groupadd --system --gid 10001 kbroker \
 COPY --from=build /opt/kbroker /opt/kbroker
 
 # The default listener takes every interface and tells clients localhost:9092,
-# right for `docker run -p 9092:9092`; set KBROKER_LISTENERS and
+# right for `docker run -p 9092:9092` (and the schema registry every interface's
+# 8081, for `-p 8081:8081`); set KBROKER_LISTENERS and
 # KBROKER_ADVERTISED_LISTENERS together for anything else.
 ENV PATH=/opt/kbroker/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
@@ -34,6 +35,7 @@ ENV PATH=/opt/kbroker/bin:$PATH \
     KBROKER_LOG_DIRS=/var/lib/kbroker \
     KBROKER_LISTENERS=PLAINTEXT://:9092 \
     KBROKER_ADVERTISED_LISTENERS=PLAINTEXT://localhost:9092 \
+    KBROKER_SCHEMA_REGISTRY_LISTENERS=http://:8081 \
     KBROKER_METRICS_PORT=9308
 
 # A new named volume takes this directory's owner, so the broker can write to it.
@@ -41,8 +43,9 @@ VOLUME /var/lib/kbroker
 WORKDIR /var/lib/kbroker
 USER 10001:10001
 
-# 9092: clients; 9093: the controller quorum (in a cluster); 9308: /metrics, /health, /ready.
-EXPOSE 9092 9093 9308
+# 9092: clients; 9093: the controller quorum (in a cluster); 8081: the schema registry;
+# 9308: /metrics, /health, /ready.
+EXPOSE 9092 9093 8081 9308
 
 HEALTHCHECK --interval=10s --timeout=5s --start-period=30s --retries=3 \
     CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/health' % os.environ.get('KBROKER_METRICS_PORT', '9308'), timeout=4)"]

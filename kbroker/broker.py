@@ -83,6 +83,7 @@ class BrokerSettings:
     listeners: tuple[ListenerSettings, ...] = (ListenerSettings(),)  # the inter-broker listener first
     data_dir: str = "./kbroker-data"
     limits: ServerLimits = ServerLimits()
+    registry_sockets: tuple = ()  # the schema registry's, bound (kbroker/schemas/service.py); () : none
 
 
 def plaintext_listener(host: str, port: int, sockets: tuple = ()) -> tuple[ListenerSettings, ...]:
@@ -92,7 +93,7 @@ def plaintext_listener(host: str, port: int, sockets: tuple = ()) -> tuple[Liste
 
 def settings_from_config(config: BrokerConfig, sockets: dict[str, tuple] | None = None) -> BrokerSettings:
     """What the broker uses from a :class:`kbroker.config.BrokerConfig`; ``sockets`` are listeners already
-    bound, by listener name."""
+    bound, by listener name (the schema registry's under ``SCHEMA_REGISTRY``)."""
     inter_broker = config.get("inter.broker.listener.name")
     controllers = config.controller_listener_names
     endpoints = sorted((e for e in config.listener_endpoints if e.listener_name not in controllers),
@@ -116,6 +117,7 @@ def settings_from_config(config: BrokerConfig, sockets: dict[str, tuple] | None 
             max_connections=config.max_connections,
             max_in_flight_per_connection=config.get("queued.max.requests"),
         ),
+        registry_sockets=(sockets or {}).get(REGISTRY_LISTENER, ()),
     )
 
 
@@ -185,7 +187,7 @@ class Broker:
         self.metrics_port: int | None = None
         self.schema_registry: tuple[str, int] | None = None  # where its registry is reached, once bound
         self.schema_store = None  # kbroker.schemas.store.SchemaStore: schemas(), on first use
-        self._registry_sockets: list = []
+        self._registry_sockets: list = list(settings.registry_sockets)
         self.authorization = Authorization(self.config)  # ACLs, when authorizer.class.name names ours
         self.quotas = ClientQuotas(lambda: self.image.client_quotas, QuotaMeters(
             self.config.quota_window_num, self.config.quota_window_size_seconds * 1000), clock)
@@ -477,9 +479,6 @@ class Broker:
         settings = self.settings = replace(self.settings, listeners=tuple(
             listener if listener.sockets else replace(listener, sockets=tuple(bind_listeners(listener.host, listener.port)))
             for listener in self.settings.listeners))
-        registry = registry_address(self.config)
-        if registry is not None and not self._registry_sockets:
-            self._registry_sockets = bind_listeners(*registry)
         http_sockets = []
         if self.config.metrics_port is not None:  # first: /health and /ready answer while the broker starts
             from kbroker import metrics

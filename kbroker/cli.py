@@ -22,8 +22,10 @@ import time
 
 from kbroker import __version__
 from kbroker.config import BrokerConfig, ConfigError
+from kbroker.config.sources import Source
 from kbroker.data_directories import DataDirectories
 from kbroker.listen import bind_listeners
+from kbroker.schemas.service import LISTENER as REGISTRY_LISTENER, registry_address
 from kbroker.log.descriptor_cache import DESCRIPTORS, describe_limits, raise_open_files_limit
 from kbroker.event_log import configure as configure_logging
 from kbroker.tools.mirror import __doc__ as mirror_description
@@ -175,6 +177,17 @@ def _start_broker(arguments: argparse.Namespace, started_at: float) -> int:
         except OSError as error:
             print(f"kbroker: cannot listen on {endpoint.host or '*'}:{endpoint.port}: {error}", file=sys.stderr)
             return 1
+    try:
+        registry = _bind_schema_registry(config)
+    except ConfigError as error:
+        print(f"kbroker: {error}", file=sys.stderr)
+        return 2
+    except OSError as error:
+        print(f"kbroker: cannot listen on {error.filename} (schema.registry.listeners): {error.strerror}",
+              file=sys.stderr)
+        return 1
+    if registry:
+        sockets[REGISTRY_LISTENER] = registry
     import trio  # the slow imports come after the ports are open (kbroker/listen.py says why)
 
     from kbroker.raft.store import CorruptStore
@@ -214,6 +227,24 @@ def _start_broker(arguments: argparse.Namespace, started_at: float) -> int:
         return 1
     logger.info("stopped")
     return 0
+
+
+def _bind_schema_registry(config: BrokerConfig) -> tuple:
+    """The schema registry's listening sockets (none where it is off). The default address taken (by
+    another registry, another broker) is given up with a warning, so that a newcomer's ``kbroker``
+    starts; an address the user chose raises OSError naming it."""
+    address = registry_address(config)
+    if address is None:
+        return ()
+    try:
+        return tuple(bind_listeners(*address))
+    except OSError as error:
+        shown = f"{address[0] or '*'}:{address[1]}"
+        if config.source("schema.registry.listeners").source is not Source.DEFAULT:
+            raise OSError(error.errno, error.strerror, shown) from None
+        logger.warning("no schema registry: cannot listen on %s (%s); schema.registry.listeners sets another "
+                       "address, or turns it off when empty", shown, error.strerror)
+        return ()
 
 
 _ADVICE = {errno.ENOSPC: "free some space there", errno.EDQUOT: "free some space there or raise the quota",

@@ -17,7 +17,8 @@ import time
 # knows the topic's partitions (kafka-python 3.0.12 hangs now and then without it, issue 31). Measured
 # here: three members' JoinGroups land within 20 ms of one another, and a kafka-python member has the
 # topic's partitions about 90 ms after its first JoinGroup (its 100 ms metadata backoff).
-TEST_SETTINGS = ("group.initial.rebalance.delay.ms=300",)
+TEST_SETTINGS = ("group.initial.rebalance.delay.ms=300",
+                 "schema.registry.listeners=")  # not localhost:8081: a test that wants one chooses its port
 
 
 def free_port() -> int:

@@ -564,7 +564,8 @@ def test_the_installed_broker_passes_the_image_healthcheck_and_stops_cleanly(ins
                    "KBROKER_LOG_DIRS": str(tmp_path / "data"),
                    "KBROKER_LISTENERS": f"PLAINTEXT://127.0.0.1:{client_port}",
                    "KBROKER_ADVERTISED_LISTENERS": f"PLAINTEXT://127.0.0.1:{client_port}",
-                   "KBROKER_METRICS_PORT": str(free_port())}
+                   "KBROKER_METRICS_PORT": str(free_port()),
+                   "KBROKER_SCHEMA_REGISTRY_LISTENERS": f"http://127.0.0.1:{free_port()}"}
     log_path = tmp_path / "broker.log"
     with open(log_path, "w") as log:
         broker = subprocess.Popen(entrypoint, cwd=tmp_path, env=environment, stdout=log, stderr=subprocess.STDOUT)

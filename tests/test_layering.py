@@ -27,7 +27,7 @@ ALLOWED: dict[str, set[str]] = {
 KBROKER_ARROWS = """
 broker: config controller data_directories group http lifecycle listen metadata metrics peers producer_ids replication
         schemas security server topics txn
-cli: broker config controller data_directories event_log listen metadata tools
+cli: broker config controller data_directories event_log listen metadata schemas tools
 config: metadata results security topics
 controller: config handlers metadata peers producer_ids security server
 coordinator_runtime: effects handlers topics
@@ -49,7 +49,7 @@ results:
 schemas: config http topics
 security: config effects
 server: event_log handlers security
-testing: broker config tools
+testing: broker config listen schemas tools
 tools: config security
 topics: metadata
 txn: controller coordinator_runtime effects group topics

@@ -211,8 +211,10 @@ SETTINGS: tuple[Setting, ...] = (
        "latency); answers with errors are logged either way."),
     _S("metrics.port", "int", None, "kbroker's own: HTTP port for Prometheus metrics; unset: none.",
        Between(0, 65535)),
-    _S("schema.registry.listeners", "string", None, "kbroker's own: where this node serves the "
-       "Confluent-compatible schema registry, as http://host:port (port 0: a free one); unset: not at all."),
+    _S("schema.registry.listeners", "string", "http://localhost:8081", "kbroker's own: where this node "
+       "serves the Confluent-compatible schema registry, as http://host:port (port 0: a free one); empty: "
+       "not at all. A node of a cluster serves none unless told; a lone node whose default address is "
+       "taken starts without it, with a warning."),
     _S("schema.registry.topic.replication.factor", "short", 1, "kbroker's own (Confluent's "
        "kafkastore.topic.replication.factor): replication factor of _schemas; the registry refuses writes "
        "until that many brokers are live to create it.", AtLeast(1)),
@@ -431,6 +433,7 @@ CLUSTER_DEFAULTS: dict[str, object] = {
     "transaction.state.log.replication.factor": 3,
     "transaction.state.log.min.isr": 2,
     "schema.registry.topic.replication.factor": 3,
+    "schema.registry.listeners": "",  # several nodes on one machine would want the same port
 }
 assert all(setting.type in TYPES for setting in SETTINGS)
 

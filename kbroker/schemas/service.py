@@ -1,6 +1,11 @@
 """One node's schema registry: its store over ``_schemas``, its REST API, served on
 ``schema.registry.listeners`` by the broker's HTTP stack once the broker serves.
 
+The ``kbroker`` command binds the address with the Kafka listeners (a lone node's default is
+http://localhost:8081; a node of a cluster serves none unless told). The HTTP stack and the
+registry's modules are imported only once a first connection waits (kbroker/http/on_demand.py):
+a broker whose registry nobody asks pays nothing for it at start.
+
 Each node registers the registry's address with its endpoints under the name ``SCHEMA_REGISTRY`` (a
 name no Kafka client connects to), so that every node knows where to pass writes on to.
 """
@@ -11,13 +16,12 @@ import logging
 import socket
 from urllib.parse import urlsplit
 
-import trio
-
 from kbroker.config.errors import ConfigError
 
 logger = logging.getLogger(__name__)
 
 LISTENER = "SCHEMA_REGISTRY"
+_MODULES = ("kbroker.http.server", "kbroker.schemas.api", "kbroker.schemas.forward", "kbroker.schemas.types")
 
 
 def registry_address(config) -> tuple[str, int] | None:
@@ -42,8 +46,18 @@ def registry_host(address: tuple[str, int], sockets: list[socket.socket], kafka_
     return (host if host not in ("", "0.0.0.0", "::") else kafka_host), port
 
 
-async def serve(broker, sockets: list[socket.socket], *, task_status=trio.TASK_STATUS_IGNORED) -> None:
-    """Serve the registry's API on ``sockets`` until cancelled."""
+async def serve(broker, sockets: list[socket.socket]) -> None:
+    """Serve the registry's API on ``sockets`` until cancelled, from the first connection on."""
+    from kbroker.http import on_demand
+
+    try:
+        await on_demand.wait_for_a_connection(sockets)
+        for name in _MODULES:
+            await on_demand.import_off_the_loop(name)
+    except BaseException:  # the broker stops before anyone asked
+        for sock in sockets:
+            sock.close()
+        raise
     from kbroker.http.server import serve as serve_app
     from kbroker.schemas.api import application
     from kbroker.schemas.forward import forward
@@ -59,4 +73,4 @@ async def serve(broker, sockets: list[socket.socket], *, task_status=trio.TASK_S
         return await forward(address, method, target, body, [("Content-Type", "application/json"),
                                                               ("X-Kbroker-Forwarded", "1")])
 
-    await serve_app(application(store, parse, pass_on), sockets, task_status=task_status)
+    await serve_app(application(store, parse, pass_on), sockets)

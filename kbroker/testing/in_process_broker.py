@@ -15,6 +15,8 @@ import trio
 
 from kbroker.broker import Broker, BrokerSettings, plaintext_listener, settings_from_config
 from kbroker.config import BrokerConfig
+from kbroker.listen import bind_listeners
+from kbroker.schemas.service import registry_address
 from kbroker.testing.topic_creation import CreatesTopics
 
 _START_TIMEOUT_S = 30
@@ -75,6 +77,9 @@ def running_broker(data_dir: str | None = None, *, host: str = "127.0.0.1", node
             broker_settings = replace(settings_from_config(config), node_id=node_id, data_dir=data_dir)
         else:
             broker_settings = BrokerSettings(node_id=node_id, listeners=plaintext_listener(host, 0), data_dir=data_dir)
+        registry = registry_address(config) if "schema.registry.listeners" in (settings or {}) else None
+        if registry is not None:  # as given; else served on a free port when first asked for
+            broker_settings = replace(broker_settings, registry_sockets=tuple(bind_listeners(*registry)))
         broker = Broker(broker_settings, config)
         started = threading.Event()
         state: dict = {}
