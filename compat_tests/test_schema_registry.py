@@ -10,10 +10,6 @@ from __future__ import annotations
 
 import base64
 import json
-import signal
-import socket
-import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -272,75 +268,3 @@ def test_protobuf_through_the_brokers_registry(registry_broker, tmp_path, monkey
                                                                                              MessageField.VALUE))
     assert refused.value.http_status_code == 409 and "FIELD_SCALAR_KIND_CHANGED" in refused.value.error_message
 
-
-def start_command(tmp_path, *overrides):
-    """``kbroker`` as a user runs it (no test settings), on a free Kafka port, with ``overrides``."""
-    command = [sys.executable, "-m", "kbroker.cli", "--override", f"listeners=PLAINTEXT://127.0.0.1:{free_port()}",
-               *(part for override in overrides for part in ("--override", override))]
-    return subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-
-
-def lines_until(process, text: str, timeout_s: float = 30) -> list[str]:
-    lines, deadline = [], time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        line = process.stdout.readline()
-        if not line:
-            break
-        lines.append(line)
-        if text in line:
-            return lines
-    raise AssertionError(f"no {text!r} in {lines}")
-
-
-def stop(process) -> None:
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
-
-
-def test_kbroker_with_no_arguments_serves_the_registry_at_localhost_8081(tmp_path):
-    try:
-        probe = socket.create_server(("127.0.0.1", 8081))
-    except OSError as error:
-        pytest.skip(f"127.0.0.1:8081 is taken on this machine ({error.strerror}): the default cannot be shown")
-    probe.close()
-    process = start_command(tmp_path)
-    try:
-        ready = lines_until(process, "ready on")[-1]
-        assert "http://localhost:8081 (schema registry)" in ready
-        client = SchemaRegistryClient({"url": "http://localhost:8081"})
-        assert client.register_schema("users-value", Schema(USER_V1, "AVRO")) == 1
-        assert json.loads(client.get_schema(1).schema_str) == json.loads(USER_V1)
-    finally:
-        stop(process)
-
-
-def test_the_default_registry_address_taken_starts_the_broker_without_it(tmp_path):
-    try:  # held here, or already taken by someone else: taken either way
-        holder = socket.create_server(("127.0.0.1", 8081))
-    except OSError:
-        holder = None
-    process = start_command(tmp_path)
-    try:
-        lines = lines_until(process, "ready on")
-        [warning] = [line for line in lines if "no schema registry" in line]
-        assert "WARNING" in warning and "cannot listen on localhost:8081" in warning
-        assert "schema registry)" not in lines[-1]
-    finally:
-        stop(process)
-        if holder is not None:
-            holder.close()
-
-
-def test_a_chosen_registry_address_taken_is_one_line_and_no_start(tmp_path):
-    with socket.create_server(("127.0.0.1", 0)) as holder:
-        port = holder.getsockname()[1]
-        process = start_command(tmp_path, f"schema.registry.listeners=http://127.0.0.1:{port}")
-        output, _ = process.communicate(timeout=30)
-    assert process.returncode == 1
-    assert output.strip() == (f"kbroker: cannot listen on 127.0.0.1:{port} (schema.registry.listeners): "
-                              "Address already in use")

@@ -8,6 +8,7 @@ import sys
 import time
 
 import confluent_kafka.admin
+import pytest
 
 
 def free_port() -> int:
@@ -158,3 +159,59 @@ def test_options_of_the_broker_and_of_the_commands_are_not_mixed():
     assert done.returncode == 2 and "--override: only for starting a broker" in done.stderr
     done = kbroker("--bootstrap-server", "127.0.0.1:9092")
     assert done.returncode == 2 and "--bootstrap-server: only for the admin commands" in done.stderr
+
+
+def test_kbroker_with_no_arguments_serves_a_schema_registry_at_localhost_8081(tmp_path):
+    from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+
+    try:
+        probe = socket.create_server(("127.0.0.1", 8081))
+    except OSError as error:
+        pytest.skip(f"127.0.0.1:8081 is taken on this machine ({error.strerror}): the default cannot be shown")
+    probe.close()
+    process = start(tmp_path, f"listeners=PLAINTEXT://127.0.0.1:{free_port()}")
+    try:
+        assert "http://localhost:8081 (schema registry)" in wait_for_line(process, "ready on")
+        client = SchemaRegistryClient({"url": "http://localhost:8081"})
+        schema = '{"type": "record", "name": "User", "fields": [{"name": "name", "type": "string"}]}'
+        assert client.register_schema("users-value", Schema(schema, "AVRO")) == 1
+        assert client.get_schema(1).schema_str.replace(" ", "") == schema.replace(" ", "")
+    finally:
+        stop(process)
+
+
+def test_the_default_registry_address_taken_starts_the_broker_without_it(tmp_path):
+    try:  # held here, or already taken by someone else: taken either way
+        holder = socket.create_server(("127.0.0.1", 8081))
+    except OSError:
+        holder = None
+    process = start(tmp_path, f"listeners=PLAINTEXT://127.0.0.1:{free_port()}")
+    try:
+        warning = wait_for_line(process, "no schema registry")
+        assert "WARNING" in warning and "cannot listen on localhost:8081" in warning
+        assert "schema registry)" not in wait_for_line(process, "ready on")
+    finally:
+        stop(process)
+        if holder is not None:
+            holder.close()
+
+
+def test_a_chosen_registry_address_taken_is_one_line_and_no_start(tmp_path):
+    with socket.create_server(("127.0.0.1", 0)) as holder:
+        port = holder.getsockname()[1]
+        process = start(tmp_path, f"listeners=PLAINTEXT://127.0.0.1:{free_port()}",
+                        f"schema.registry.listeners=http://127.0.0.1:{port}")
+        output, _ = process.communicate(timeout=30)
+    assert process.returncode == 1
+    assert output.strip() == (f"kbroker: cannot listen on 127.0.0.1:{port} (schema.registry.listeners): "
+                              "Address already in use")
+
+
+def stop(process) -> None:
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)
