@@ -6,9 +6,15 @@ It reads INPUT in group GROUP (read_committed), and for every batch it polls,
 in one transaction: writes "out:<value>" to OUTPUT (same key and partition)
 and commits the batch's next offsets with send_offsets_to_transaction. It prints
 "committed <records in this transaction>" after each commit, and exits 0 when
-nothing new came for IDLE_S seconds. A transaction the broker tells it to abort
-is aborted and the batch read again from the group's committed offsets; a
+nothing new was committed for IDLE_S seconds. A transaction the broker tells it to abort
+is aborted (it prints "aborted <error>") and the batch read again from the group's committed offsets; a
 fatal error (it was fenced) exits 3.
+
+A fatal consumer error exits 5. librdkafka up to 2.16 at least, when its group session lapses
+(the coordinator out of reach for session.timeout.ms, as two coordinator failovers in a row can
+make it), forgets its member id and heartbeats without one; the coordinator answers a static
+member so FENCED_INSTANCE_ID, as Kafka's does, and the consumer is fenced for good, as a crashed
+worker would be. The session is 15 s (Kafka's default is 45 s) so that failovers seldom lapse it.
 
 librdkafka up to 2.16 at least can hang for good in send_offsets_to_transaction,
 past its own timeout, when the group coordinator it has cached drops out of a
@@ -35,7 +41,7 @@ def main(bootstrap: str, source: str, target: str, group: str, transactional_id:
     consumer = confluent_kafka.Consumer({
         "bootstrap.servers": bootstrap, "group.id": group, "group.instance.id": transactional_id,
         "isolation.level": "read_committed", "enable.auto.commit": False, "auto.offset.reset": "earliest",
-        "session.timeout.ms": 6000})
+        "session.timeout.ms": 15000})
     producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id,
                                          "linger.ms": 5})
     producer.init_transactions(TIMEOUT_S)
@@ -43,7 +49,12 @@ def main(bootstrap: str, source: str, target: str, group: str, transactional_id:
     last_progress = time.monotonic()
     try:
         while time.monotonic() - last_progress < idle_s:
-            messages = [m for m in consumer.consume(BATCH, 0.5) if m.error() is None]
+            polled = consumer.consume(BATCH, 0.5)
+            fatal = next((m.error() for m in polled if m.error() is not None and m.error().fatal()), None)
+            if fatal is not None:
+                print(f"consumer fatal {fatal}", flush=True)
+                return 5
+            messages = [m for m in polled if m.error() is None]
             if not messages:
                 continue
             try:
@@ -58,6 +69,7 @@ def main(bootstrap: str, source: str, target: str, group: str, transactional_id:
                 if error.args[0].fatal():
                     print(f"fatal {error.args[0]}", flush=True)
                     return 3
+                print(f"aborted {error.args[0]}", flush=True)
                 producer.abort_transaction(TIMEOUT_S)
                 rewind(consumer)
                 continue

@@ -113,7 +113,7 @@ def test_consume_transform_produce_stays_exactly_once_across_coordinator_kills(t
                 producer.poll(0)
         assert producer.flush(30) == 0
 
-        done, killed, replaced = 0, [], 0
+        done, killed, replaced = 0, [], []
         victims = [(1_500, "transformer-1", 1), (3_000, "transformers", 0)]
         while True:
             worker = start_worker(bootstrap, source, target, idle_s=8, stderr=subprocess.STDOUT)
@@ -129,13 +129,13 @@ def test_consume_transform_produce_stays_exactly_once_across_coordinator_kills(t
                     killed.append(victim)
                     cluster.node(victim).start(cluster.voters)
             code = worker.wait(30)
-            if code == 4 and replaced < 3:  # the client hung (librdkafka#5511, see eos_worker): a new worker
-                replaced += 1
+            if code in (4, 5) and len(replaced) < 3:  # the client hung or was fenced (see eos_worker): a new worker
+                replaced.append(output[-1].strip() if output else f"exit {code}")
                 continue
             assert code == 0, "".join(output)[-3000:]
             break
         print(f"\n{done} records committed by the worker; coordinators killed: brokers {killed}; "
-              f"workers replaced after a client hang: {replaced}")
+              f"workers replaced after a client hang or fence: {len(replaced)} {replaced}")
         assert len(killed) == 2
         consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "checker",
                              "isolation.level": "read_committed", "enable.partition.eof": True,
@@ -146,7 +146,8 @@ def test_consume_transform_produce_stays_exactly_once_across_coordinator_kills(t
         finally:
             consumer.close()
         values = [value.decode() for _, _, value in records]
-        assert len(values) == count, f"{len(values)} records, {len(values) - len(set(values))} duplicates"
+        assert len(values) == count, (f"{len(values)} records, {len(values) - len(set(values))} duplicates; "
+                                      f"the worker's last lines:\n" + "".join(output)[-3000:])
         assert set(values) == {f"out:in-{index}" for index in range(count)}
         assert all(int(value.split(b"-")[1]) % partitions == partition for partition, _, value in records)
     finally:
