@@ -123,6 +123,78 @@ def test_bad_requests_get_confluents_error_bodies(registry_broker):
     assert rest(f"{url}/subjects") == (200, [])
 
 
+ADDRESS_AVRO = json.dumps({"type": "record", "name": "Address", "namespace": "kbroker.test",
+                           "fields": [{"name": "city", "type": "string"}]})
+PERSON_AVRO = json.dumps({"type": "record", "name": "Person", "namespace": "kbroker.test", "fields": [
+    {"name": "name", "type": "string"}, {"name": "home", "type": "kbroker.test.Address"}]})
+
+
+def test_the_rest_api_route_by_route(registry_broker):
+    """Every route of Confluent's API that the serializers leave out, with the shapes Confluent answers:
+    lookups, ids' subjects and versions, raw schemas, references and referencedby, normalize,
+    compatibility against a version, per-subject config and modes (READONLY refuses writes)."""
+    url = registry_broker.registry_url
+
+    def call(path, method="GET", body=None):
+        return rest(f"{url}{path}", method, None if body is None else json.dumps(body).encode())
+
+    assert call("/") == (200, {})
+    assert call("/schemas/types")[1] and set(call("/schemas/types")[1]) == {"AVRO", "JSON", "PROTOBUF"}
+    assert call("/subjects/address/versions", "POST", {"schema": ADDRESS_AVRO}) == (200, {"id": 1})
+    person = {"schema": PERSON_AVRO, "references": [
+        {"name": "kbroker.test.Address", "subject": "address", "version": 1}]}
+    assert call("/subjects/people-value/versions", "POST", person) == (200, {"id": 2})
+    spaced = {"schema": json.dumps(json.loads(ADDRESS_AVRO), indent=4)}  # the same schema, laid out otherwise
+    assert call("/subjects/address/versions", "POST", spaced) == (200, {"id": 1})
+    reordered = {"schema": json.dumps(dict(reversed(json.loads(ADDRESS_AVRO).items())))}  # keys in another order
+    assert call("/subjects/address-copy/versions?normalize=true", "POST", {"schema": ADDRESS_AVRO}) == (
+        200, {"id": 3})  # normalized, a text of its own
+    assert call("/subjects/address-copy/versions?normalize=true", "POST", reordered) == (200, {"id": 3})
+
+    status, found = call("/subjects/people-value", "POST", person)
+    assert status == 200 and (found["subject"], found["version"], found["id"]) == ("people-value", 1, 2)
+    assert found["references"] == person["references"]
+    status, missing = call("/subjects/address", "POST", {"schema": PERSON_AVRO, "references": person["references"]})
+    assert (status, missing["error_code"]) == (404, 40403)
+    assert call("/subjects/nobody", "POST", {"schema": ADDRESS_AVRO})[1]["error_code"] == 40401
+    assert call("/schemas/ids/2/subjects") == (200, ["people-value"])
+    assert call("/schemas/ids/2/versions") == (200, [{"subject": "people-value", "version": 1}])
+    assert call("/subjects/address/versions/latest/schema") == (200, json.loads(ADDRESS_AVRO))
+    assert call("/schemas/ids/1/schema") == (200, json.loads(ADDRESS_AVRO))
+    assert call("/subjects/address/versions/1/referencedby") == (200, [2])
+    status, refused = call("/subjects/address/versions/1", "DELETE")
+    assert (status, refused["error_code"]) == (422, 42206)  # still referenced
+
+    evolved = json.dumps({**json.loads(ADDRESS_AVRO), "fields": [
+        {"name": "city", "type": "string"}, {"name": "zip", "type": "string"}]})  # no default: not BACKWARD
+    assert call("/compatibility/subjects/address/versions/latest", "POST", {"schema": evolved}) == (
+        200, {"is_compatible": False})
+    assert call("/compatibility/subjects/address/versions/1?verbose=true", "POST",
+                {"schema": evolved})[1]["messages"]
+    assert call("/config") == (200, {"compatibilityLevel": "BACKWARD"})
+    assert call("/config/address")[1]["error_code"] == 40408
+    assert call("/config/address?defaultToGlobal=true") == (200, {"compatibilityLevel": "BACKWARD"})
+    assert call("/config/address", "PUT", {"compatibility": "FORWARD"}) == (200, {"compatibility": "FORWARD"})
+    assert call("/compatibility/subjects/address/versions/latest", "POST", {"schema": evolved}) == (
+        200, {"is_compatible": True})
+    assert call("/config/address", "DELETE") == (200, {"compatibilityLevel": "FORWARD"})
+    assert call("/config/address?defaultToGlobal=true") == (200, {"compatibilityLevel": "BACKWARD"})
+
+    assert call("/mode") == (200, {"mode": "READWRITE"})
+    assert call("/mode/address", "PUT", {"mode": "READONLY"}) == (200, {"mode": "READONLY"})
+    status, refused = call("/subjects/address/versions", "POST", {"schema": evolved})
+    assert (status, refused["error_code"]) == (422, 42205)
+    assert call("/subjects/people-value/versions", "POST", person) == (200, {"id": 2})  # other subjects write
+    assert call("/mode/address", "DELETE") == (200, {"mode": "READONLY"})
+    assert call("/mode/address")[1]["error_code"] == 40409
+    status, refused = call("/subjects/address/versions", "POST", {"schema": evolved})
+    assert (status, refused["error_code"]) == (409, 409)  # BACKWARD again: a new field wants a default
+    with_default = json.dumps({**json.loads(ADDRESS_AVRO), "fields": [
+        {"name": "city", "type": "string"}, {"name": "zip", "type": "string", "default": ""}]})
+    assert call("/subjects/address/versions", "POST", {"schema": with_default, "schemaType": "AVRO"}) == (
+        200, {"id": 4})
+
+
 def test_ids_survive_a_sigkill_and_are_never_given_twice(registry_broker):
     client = SchemaRegistryClient({"url": registry_broker.registry_url})
     first = client.register_schema("a-value", Schema(USER_V1, "AVRO"))
