@@ -32,6 +32,7 @@ _FAMILIES = (
     "metadata",
     "groups",
     "consumer_groups",
+    "share_groups",
     "versions_and_sasl",
     "topics",
     "configs",
@@ -61,7 +62,7 @@ class Api:
         self.rejected_versions = spec.rejected
         self._generator = CodeGenerator()
 
-    # Classes are built on first use: a broker touches a handful of the 58 APIs at start.
+    # Classes are built on first use: a broker touches a handful of its APIs at start.
     @property
     def request_class(self) -> type:
         return make_value_class(self.spec.request)
