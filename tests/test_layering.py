@@ -48,6 +48,7 @@ replication: controller event_log security
 results:
 schemas: config http topics
 security: config effects
+share:
 server: event_log handlers security
 testing: broker config listen schemas tools
 tools: config security
