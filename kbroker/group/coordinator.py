@@ -96,6 +96,8 @@ class GroupCoordinator:
             else:
                 self.groups[group_id] = ClassicGroup.from_record(group_id, value, self.config.classic, now_ms,
                                                                  self._classic_member_id)
+        elif isinstance(key, records.SHARE_GROUP_KEYS):
+            return  # a share group's (KIP-932): not served yet (issue 28), so not loaded as a consumer group
         else:
             group = self.groups.get(group_id)
             if not isinstance(group, ConsumerGroup):

@@ -3,8 +3,8 @@
 Declared in our schema grammar (:mod:`wire.schema.declaration`) from Kafka's
 ``group-coordinator/src/main/resources/common/message/*.json``. A record's key
 is an int16 version, which says what the record is (0 and 1 an offset commit,
-2 a classic group, 3-8 the parts of a KIP-848 consumer group), followed by
-the key struct, never flexible. Its value is an int16 version followed by the
+2 a classic group, 3-8 the parts of a KIP-848 consumer group, 10-15 those of a
+KIP-932 share group), followed by the key struct, never flexible. Its value is an int16 version followed by the
 value struct, flexible from the version Kafka says; a tombstone has no value.
 """
 
@@ -78,6 +78,54 @@ ConsumerGroupCurrentMemberAssignmentKey 8 versions 8 flexible none
 record
   group_id: string
   member_id: string
+"""
+
+# KIP-932 share groups, at Kafka 4.2's types (9, ShareGroupPartitionMetadata, was Kafka 4.0's early
+# access only; its place is taken by the metadata hash in ShareGroupMetadataValue).
+
+SHARE_GROUP_MEMBER_METADATA_KEY = """
+ShareGroupMemberMetadataKey 10 versions 10 flexible none
+
+record
+  group_id: string
+  member_id: string
+"""
+
+SHARE_GROUP_METADATA_KEY = """
+ShareGroupMetadataKey 11 versions 11 flexible none
+
+record
+  group_id: string
+"""
+
+SHARE_GROUP_TARGET_ASSIGNMENT_METADATA_KEY = """
+ShareGroupTargetAssignmentMetadataKey 12 versions 12 flexible none
+
+record
+  group_id: string
+"""
+
+SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER_KEY = """
+ShareGroupTargetAssignmentMemberKey 13 versions 13 flexible none
+
+record
+  group_id: string
+  member_id: string
+"""
+
+SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT_KEY = """
+ShareGroupCurrentMemberAssignmentKey 14 versions 14 flexible none
+
+record
+  group_id: string
+  member_id: string
+"""
+
+SHARE_GROUP_STATE_PARTITION_METADATA_KEY = """
+ShareGroupStatePartitionMetadataKey 15 versions 15 flexible none
+
+record
+  group_id: string
 """
 
 # -- values: the header's number is the key version they belong to ---------------------------
@@ -183,12 +231,84 @@ struct TopicPartitions
   partitions: []int32
 """
 
+SHARE_GROUP_MEMBER_METADATA_VALUE = """
+ShareGroupMemberMetadataValue 10 versions 0 flexible 0+
+
+record
+  rack_id: string?
+  client_id: string
+  client_host: string
+  subscribed_topic_names: []string
+"""
+
+SHARE_GROUP_METADATA_VALUE = """
+ShareGroupMetadataValue 11 versions 0 flexible 0+
+
+record
+  epoch: int32
+  metadata_hash: int64
+"""
+
+SHARE_GROUP_TARGET_ASSIGNMENT_METADATA_VALUE = """
+ShareGroupTargetAssignmentMetadataValue 12 versions 0 flexible 0+
+
+record
+  assignment_epoch: int32
+"""
+
+SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER_VALUE = """
+ShareGroupTargetAssignmentMemberValue 13 versions 0 flexible 0+
+
+record
+  topic_partitions: []TopicPartition
+    topic_id: uuid
+    partitions: []int32
+"""
+
+SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT_VALUE = """
+ShareGroupCurrentMemberAssignmentValue 14 versions 0 flexible 0+
+
+record
+  member_epoch: int32
+  previous_member_epoch: int32
+  state: int8
+  assigned_partitions: []TopicPartitions
+
+struct TopicPartitions
+  topic_id: uuid
+  partitions: []int32
+"""
+
+SHARE_GROUP_STATE_PARTITION_METADATA_VALUE = """
+ShareGroupStatePartitionMetadataValue 15 versions 0 flexible 0+
+
+record
+  initializing_topics: []TopicPartitionsInfo
+  initialized_topics: []TopicPartitionsInfo
+  deleting_topics: []TopicInfo
+
+struct TopicPartitionsInfo
+  topic_id: uuid
+  topic_name: string
+  partitions: []int32
+
+struct TopicInfo
+  topic_id: uuid
+  topic_name: string
+"""
+
 _KEYS = [OFFSET_COMMIT_KEY, GROUP_METADATA_KEY, CONSUMER_GROUP_METADATA_KEY, CONSUMER_GROUP_PARTITION_METADATA_KEY,
          CONSUMER_GROUP_MEMBER_METADATA_KEY, CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA_KEY,
-         CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER_KEY, CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT_KEY]
+         CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER_KEY, CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT_KEY,
+         SHARE_GROUP_MEMBER_METADATA_KEY, SHARE_GROUP_METADATA_KEY, SHARE_GROUP_TARGET_ASSIGNMENT_METADATA_KEY,
+         SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER_KEY, SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT_KEY,
+         SHARE_GROUP_STATE_PARTITION_METADATA_KEY]
 _VALUES = [OFFSET_COMMIT_VALUE, GROUP_METADATA_VALUE, CONSUMER_GROUP_METADATA_VALUE, CONSUMER_GROUP_PARTITION_METADATA_VALUE,
            CONSUMER_GROUP_MEMBER_METADATA_VALUE, CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA_VALUE,
-           CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER_VALUE, CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT_VALUE]
+           CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER_VALUE, CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT_VALUE,
+           SHARE_GROUP_MEMBER_METADATA_VALUE, SHARE_GROUP_METADATA_VALUE, SHARE_GROUP_TARGET_ASSIGNMENT_METADATA_VALUE,
+           SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER_VALUE, SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT_VALUE,
+           SHARE_GROUP_STATE_PARTITION_METADATA_VALUE]
 
 _KEY_SPECS = [parse_record_declaration(text) for text in _KEYS]
 _VALUE_SPECS = [parse_record_declaration(text) for text in _VALUES]
@@ -213,9 +333,24 @@ ConsumerGroupTargetAssignmentMemberKey = _CLASSES["ConsumerGroupTargetAssignment
 ConsumerGroupTargetAssignmentMemberValue = _CLASSES["ConsumerGroupTargetAssignmentMemberValue"]
 ConsumerGroupCurrentMemberAssignmentKey = _CLASSES["ConsumerGroupCurrentMemberAssignmentKey"]
 ConsumerGroupCurrentMemberAssignmentValue = _CLASSES["ConsumerGroupCurrentMemberAssignmentValue"]
+ShareGroupMemberMetadataKey = _CLASSES["ShareGroupMemberMetadataKey"]
+ShareGroupMemberMetadataValue = _CLASSES["ShareGroupMemberMetadataValue"]
+ShareGroupMetadataKey = _CLASSES["ShareGroupMetadataKey"]
+ShareGroupMetadataValue = _CLASSES["ShareGroupMetadataValue"]
+ShareGroupTargetAssignmentMetadataKey = _CLASSES["ShareGroupTargetAssignmentMetadataKey"]
+ShareGroupTargetAssignmentMetadataValue = _CLASSES["ShareGroupTargetAssignmentMetadataValue"]
+ShareGroupTargetAssignmentMemberKey = _CLASSES["ShareGroupTargetAssignmentMemberKey"]
+ShareGroupTargetAssignmentMemberValue = _CLASSES["ShareGroupTargetAssignmentMemberValue"]
+ShareGroupCurrentMemberAssignmentKey = _CLASSES["ShareGroupCurrentMemberAssignmentKey"]
+ShareGroupCurrentMemberAssignmentValue = _CLASSES["ShareGroupCurrentMemberAssignmentValue"]
+ShareGroupStatePartitionMetadataKey = _CLASSES["ShareGroupStatePartitionMetadataKey"]
+ShareGroupStatePartitionMetadataValue = _CLASSES["ShareGroupStatePartitionMetadataValue"]
+SHARE_GROUP_KEYS = (ShareGroupMemberMetadataKey, ShareGroupMetadataKey, ShareGroupTargetAssignmentMetadataKey,
+                    ShareGroupTargetAssignmentMemberKey, ShareGroupCurrentMemberAssignmentKey,
+                    ShareGroupStatePartitionMetadataKey)
 
 # The versions Kafka 4 writes: offset commits as key v1 (value v1 only when an expiry is set, else v3),
-# classic groups as value v3, consumer-group records at their only version.
+# classic groups as value v3, consumer- and share-group records at their only version.
 _WRITTEN_KEY_VERSION = {"OffsetCommitKey": 1}
 _WRITTEN_VALUE_VERSION = {"OffsetCommitValue": 3, "GroupMetadataValue": 3}
 _INT16 = struct.Struct(">h")
