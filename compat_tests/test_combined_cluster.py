@@ -158,7 +158,11 @@ def test_a_broker_that_stops_heartbeating_is_fenced_and_its_leaderships_move(clu
         view = same_everywhere(cluster, "moves", [cluster.node(1)])
         return view if view and all(leader == 1 for leader, _, _ in view.values()) else None
 
-    until(handed_to_node_1, 15, "node 1 leading every partition")
+    try:
+        until(handed_to_node_1, 15, "node 1 leading every partition")
+    except AssertionError:
+        raise AssertionError(f"node 1 leading every partition: node 1 shows {leaders_seen_by(cluster.node(1), 'moves')} "
+                             f"(partition: (leader, replicas, isr)), node 2 had shown {after}") from None
 
 
 @pytest.mark.slow

@@ -478,6 +478,16 @@ class RaftNode:
         return max(min(end, fetch_offset - 1), self.log_start)
 
     def _on_fetch_response(self, source: int, response: FetchResponse, now_ms: int, ready: Ready) -> None:
+        if (response.leader == source and not response.not_leader and response.snapshot_id is None
+                and response.diverging_end_offset < 0 and self._holds(response.fetch_offset, response.last_fetched_epoch)):
+            # Whatever this node's role and epoch by now: a leader's answer to a fetch says which entries
+            # below the fetch offset are committed (the leader found this log agreeing up to there), and
+            # committed they stay. A leader stopping cleanly commits its last entries and resigns at once;
+            # its EndQuorumEpoch, on the other connection, can overtake this answer, and the voter may
+            # lead a new epoch before it comes. Were it ignored, a voter left with no majority (the second
+            # of three stopping, the third dead) could never count those entries as committed: under a new
+            # leader, that takes an entry of the new epoch committing.
+            self._learn_high_watermark(min(response.high_watermark, response.fetch_offset), ready)
         if not self._observe_epoch(response.epoch, response.leader, now_ms, ready):
             return
         role = self.role
@@ -508,7 +518,20 @@ class RaftNode:
             self._send_fetch(role.leader, now_ms, ready)  # more may be waiting
         else:
             role.next_fetch = now_ms + self.config.fetch_interval_ms
-        new_high_watermark = min(response.high_watermark, self.end_offset)
+        self._learn_high_watermark(response.high_watermark, ready)
+
+    def _holds(self, end_offset: int, last_epoch: int) -> bool:
+        """This log still has the entries below ``end_offset`` it had when the last of them was of
+        ``last_epoch`` (Raft's log matching: the same epoch at the same offset, the same entries before)."""
+        if not self.log_start <= end_offset <= self.end_offset:
+            return False
+        if end_offset == self.log_start:
+            return last_epoch == (self.snapshot.id.epoch if self.snapshot else 0)
+        return self.entry(end_offset - 1).epoch == last_epoch
+
+    def _learn_high_watermark(self, leader_high_watermark: int, ready: Ready) -> None:
+        """A leader's high watermark, as far as this log reaches."""
+        new_high_watermark = min(leader_high_watermark, self.end_offset)
         if new_high_watermark > self.high_watermark:
             self.high_watermark = new_high_watermark
             ready.high_watermark = new_high_watermark

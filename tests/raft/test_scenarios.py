@@ -219,3 +219,36 @@ def test_a_leader_that_resigns_is_replaced_at_once_by_the_most_caught_up_voter()
     assert new not in (None, old) and cluster.nodes[new].epoch == 2
     cluster.run(100)
     assert isinstance(cluster.nodes[old].role, Follower) and cluster.nodes[old].role.leader == new
+
+
+def test_a_commit_answer_overtaken_by_the_leaders_resignation_still_counts():
+    """Three voters, one dead. The leader commits an entry on the other's fetch and resigns at once (a
+    controlled shutdown); its EndQuorumEpoch, on the other connection, overtakes the fetch answer that
+    carries the new high watermark, and the voter leads a new epoch (with the old leader's vote) when
+    the answer comes; then the old leader is gone. The last voter must still know the entry committed: alone, it can never commit an
+    entry of its own epoch to learn it otherwise."""
+    cluster = Cluster()
+    cluster.run(1100)
+    old = cluster.leader()
+    follower, dead = sorted(cluster.voters - {old})
+    cluster.crash(dead)
+    offset = cluster.propose("the handover")
+    for _ in range(500):  # until the leader has counted the follower's fetch
+        if cluster.nodes[old].high_watermark > offset:
+            break
+        cluster.run(1)
+    assert cluster.nodes[old].high_watermark > offset and cluster.nodes[follower].high_watermark <= offset
+    [answer] = [m for m in cluster.in_flight if m[2] == follower and type(m[3]).__name__ == "FetchResponse"]
+    cluster.in_flight.remove(answer)  # held back on its connection
+    cluster.carry_out(old, cluster.nodes[old].resign(cluster.now))
+    for _ in range(500):  # the resignation arrives; the follower campaigns and the old leader votes for it
+        cluster.run(1)
+        if isinstance(cluster.nodes[follower].role, Leader):
+            break
+    assert cluster.leader() == follower and cluster.nodes[follower].high_watermark <= offset
+    cluster.in_flight.append((cluster.now + 1, *answer[1:]))  # the answer of the older epoch comes at last
+    cluster.run(1)
+    cluster.crash(old)
+    cluster.run(3000)
+    assert cluster.nodes[follower].high_watermark > offset
+    assert "the handover" in cluster.applied[follower]
