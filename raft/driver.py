@@ -84,6 +84,7 @@ class RaftDriver:
         self._peers: dict[tuple[int, str], trio.MemorySendChannel] = {}
         self.changed = trio.Event()  # set (and replaced) whenever the log or the high watermark moves
         self._waiters: dict[int, list[tuple[int, _Slot]]] = {}  # offset -> (epoch, slot) of proposals
+        self._told_high_watermark: dict[int, int] = {}  # leader: the one each voter's last fetch was answered with
 
     @staticmethod
     def now_ms() -> int:
@@ -94,13 +95,13 @@ class RaftDriver:
     async def request(self, source: int, message) -> object | None:
         """A peer's request: the node's answer once its effects are durable (None: acknowledged)."""
         answer = await self._submit(("receive", source, message))
-        if (isinstance(answer, FetchResponse) and not answer.entries and not answer.not_leader
-                and answer.diverging_end_offset < 0 and answer.snapshot_id is None
-                and isinstance(self.node.role, Leader)):
+        if nothing_new(answer, self._told_high_watermark.get(source)) and isinstance(self.node.role, Leader):
             # Nothing new: hold the fetch until something is (long polling), then answer afresh.
             with trio.move_on_after(codec.FETCH_MAX_WAIT_MS / 1000):
                 await self.changed.wait()
                 answer = await self._submit(("receive", source, message))
+        if isinstance(answer, FetchResponse) and not answer.not_leader:
+            self._told_high_watermark[source] = answer.high_watermark
         return answer
 
     async def propose(self, data: bytes) -> int:
@@ -281,6 +282,16 @@ class RaftDriver:
             answer = codec.decode_response(message, response)
             if answer is not None:
                 self._inbox_send.send_nowait(("receive", destination, answer, _Slot(trio.Event())))
+
+
+def nothing_new(answer, told_high_watermark: int | None) -> bool:
+    """A fetch answer worth holding back (long polling): no entries, no error, nothing to cut or fetch
+    instead, and no high watermark the fetcher was not told already. An answer that says entries are now
+    committed goes at once: this fetch may be what committed them, and a leader that stops right after
+    (a clean shutdown) would never send it, leaving the voter unaware of what committed."""
+    return (isinstance(answer, FetchResponse) and not answer.entries and not answer.not_leader
+            and answer.diverging_end_offset < 0 and answer.snapshot_id is None
+            and answer.high_watermark == told_high_watermark)
 
 
 def _take_answer(ready: Ready, source: int, message):
