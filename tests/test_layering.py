@@ -30,11 +30,12 @@ broker: config controller data_directories group http lifecycle listen metadata 
 cli: broker config controller data_directories event_log listen metadata schemas tools
 config: metadata results security topics
 controller: config handlers metadata peers producer_ids security server
+coordinator_records:
 coordinator_runtime: effects handlers topics
 data_directories: config
 effects:
 event_log:
-group: coordinator_runtime effects topics
+group: coordinator_records coordinator_runtime effects topics
 http:
 handlers: config controller coordinator_runtime effects event_log group metadata producer_ids results schemas security
           topics txn
@@ -48,12 +49,12 @@ replication: controller event_log security
 results:
 schemas: config http topics
 security: config effects
-share:
+share: coordinator_records effects
 server: event_log handlers security
 testing: broker config listen schemas tools
 tools: config security
 topics: metadata
-txn: controller coordinator_runtime effects group topics
+txn: controller coordinator_records coordinator_runtime effects group topics
 """
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import struct
 
+from kbroker.coordinator_records import coordinator_partition, read_struct, read_version  # where a group id goes, and the codec
 from kbroker.wire.primitives import DecodeError
 from kbroker.wire.schema.codegen import CodeGenerator
 from kbroker.wire.schema.declaration import RecordSpec, parse_record_declaration
@@ -410,31 +411,6 @@ def group_id_of(key) -> str:
     return key.group if _spec(key).key <= 2 else key.group_id
 
 
-def coordinator_partition(group_id: str, partition_count: int) -> int:
-    """Kafka's ``Utils.abs(groupId.hashCode()) % partitionCount``, with Java's String.hashCode."""
-    code = 0
-    encoded = group_id.encode("utf-16-be")
-    for index in range(0, len(encoded), 2):  # over UTF-16 code units, as Java does
-        code = (31 * code + (encoded[index] << 8 | encoded[index + 1])) & 0xFFFFFFFF
-    if code >= 1 << 31:
-        code -= 1 << 32
-    code = 0 if code == -(1 << 31) else abs(code)
-    return code % partition_count
 
 
-def read_version(view: memoryview, what: str) -> int:
-    """The int16 version an internal topic's key or value starts with (shared with __transaction_state)."""
-    if len(view) < 2:
-        raise DecodeError(f"{what}: {len(view)} bytes, too short for a version")
-    return _INT16.unpack_from(view, 0)[0]
 
-
-def read_struct(spec: RecordSpec, version: int, flexible: bool, view: memoryview):
-    """The struct after the version; every byte must belong to it."""
-    try:
-        value, end = _generator.reader(spec.message, version, flexible)(view, 2)
-    except (struct.error, IndexError, OverflowError, UnicodeDecodeError, ValueError) as error:
-        raise DecodeError(f"truncated or malformed {spec.name}: {error}") from None
-    if end != len(view):
-        raise DecodeError(f"{len(view) - end} bytes left over after {spec.name}")
-    return value

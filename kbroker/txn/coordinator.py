@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from kbroker.effects import CoordinatorError, Persist, Respond
-from kbroker.group.records import coordinator_partition
+from kbroker.coordinator_records import coordinator_partition
 from kbroker.txn.metadata import (COMPLETE, EPOCH_MAX, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, PREPARING,
                                   TRANSACTION_VERSION_2, TxnMetadata, TxnState, epoch_exhausted)
 from kbroker.txn.records import TransactionLogKey

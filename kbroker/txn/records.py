@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import struct
 
-from kbroker.group import records as group_records
+from kbroker import coordinator_records
+from kbroker.coordinator_records import read_struct, read_version
 from kbroker.wire.primitives import DecodeError
 from kbroker.wire.schema.codegen import CodeGenerator
 from kbroker.wire.schema.declaration import parse_record_declaration
@@ -70,10 +71,10 @@ def encode_value(value) -> bytes:
 
 def decode_key(data):
     view = memoryview(data)
-    version = group_records.read_version(view, "TransactionLogKey")
+    version = read_version(view, "TransactionLogKey")
     if version != 0:
         raise DecodeError(f"unknown __transaction_state key version {version}")
-    return group_records.read_struct(_KEY_SPEC, version, False, view)
+    return read_struct(_KEY_SPEC, version, False, view)
 
 
 def decode_value(key, data):
@@ -81,12 +82,12 @@ def decode_value(key, data):
     if data is None:
         return None
     view = memoryview(data)
-    version = group_records.read_version(view, "TransactionLogValue")
+    version = read_version(view, "TransactionLogValue")
     if version not in _VALUE_SPEC.versions:
         raise DecodeError(f"TransactionLogValue v{version} is outside v{_VALUE_SPEC.versions}")
-    return group_records.read_struct(_VALUE_SPEC, version, version in _VALUE_SPEC.flexible, view)
+    return read_struct(_VALUE_SPEC, version, version in _VALUE_SPEC.flexible, view)
 
 
 def coordinator_partition(transactional_id: str, partition_count: int) -> int:
     """The ``__transaction_state`` partition of a transactional id: Java's hashCode, as for groups."""
-    return group_records.coordinator_partition(transactional_id, partition_count)
+    return coordinator_records.coordinator_partition(transactional_id, partition_count)
