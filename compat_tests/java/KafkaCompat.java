@@ -104,7 +104,10 @@ public final class KafkaCompat {
         switch (args[0]) {
             case "metadata" -> metadata(bootstrap);
             case "admin-create-describe-delete" -> admin(bootstrap, args[2], Integer.parseInt(args[3]));
-            case "alter-configs" -> alterConfigs(bootstrap, args[2], from(args, 3));
+            case "alter-configs" -> alterConfigs(bootstrap, new ConfigResource(ConfigResource.Type.TOPIC, args[2]),
+                    from(args, 3));
+            case "group-configs" -> alterConfigs(bootstrap, new ConfigResource(ConfigResource.Type.GROUP, args[2]),
+                    from(args, 3));
             case "broker-configs" -> brokerConfigs(bootstrap, args[2], from(args, 3));
             case "offsets" -> offsets(bootstrap, args[2], from(args, 3));
             case "delete-records" -> deleteRecords(bootstrap, args[2], args[3]);
@@ -121,7 +124,7 @@ public final class KafkaCompat {
     }
 
     private static void usage() {
-        System.err.println("usage: KafkaCompat metadata|admin-create-describe-delete|alter-configs|broker-configs|offsets"
+        System.err.println("usage: KafkaCompat metadata|admin-create-describe-delete|alter-configs|group-configs|broker-configs|offsets"
                 + "|delete-records"
                 + "|produce|consume|transact <bootstrap> ...");
         System.exit(2);
@@ -272,7 +275,10 @@ public final class KafkaCompat {
     }
 
     private static Config topicConfig(Admin admin, String topic) throws Exception {
-        ConfigResource resource = new ConfigResource(ConfigResource.Type.TOPIC, topic);
+        return configOf(admin, new ConfigResource(ConfigResource.Type.TOPIC, topic));
+    }
+
+    private static Config configOf(Admin admin, ConfigResource resource) throws Exception {
         return get(admin.describeConfigs(List.of(resource)).all()).get(resource);
     }
 
@@ -282,8 +288,8 @@ public final class KafkaCompat {
 
     // ---- configs -------------------------------------------------------------------------
 
-    private static void alterConfigs(String bootstrap, String topic, List<String> operations) {
-        ConfigResource resource = new ConfigResource(ConfigResource.Type.TOPIC, topic);
+    /** incrementalAlterConfigs on a topic or a group, each operation followed by describeConfigs' entry. */
+    private static void alterConfigs(String bootstrap, ConfigResource resource, List<String> operations) {
         try (Admin admin = admin(bootstrap)) {
             for (String operation : operations) {
                 String[] opAndConfig = operation.split(":", 2);
@@ -294,7 +300,7 @@ public final class KafkaCompat {
                 step(operation, () -> {
                     get(admin.incrementalAlterConfigs(Map.of(resource, List.of(alter))).all());
                     emit(new Json().put("type", "config").put("after", operation).put("name", name)
-                            .put("entry", configEntry(topicConfig(admin, topic).get(name))));
+                            .put("entry", configEntry(configOf(admin, resource).get(name))));
                 });
             }
         }

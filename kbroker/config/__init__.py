@@ -6,6 +6,8 @@
 - ``broker_config``: ``BrokerConfig``, the typed and validated result, listeners and the quorum;
 - ``dynamic``: broker configs changed at runtime, laid over the static ones (Kafka's DynamicBrokerConfig);
 - ``admin``: DescribeConfigs and (Incremental)AlterConfigs of topics and brokers;
+- ``group_configs``: per-group configs (GROUP resources) and what coordinators read of them;
+  ``group_config_admin``: their DescribeConfigs and (Incremental)AlterConfigs;
 - ``client``: the admin commands' client properties (``--command-config``).
 """
 

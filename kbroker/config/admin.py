@@ -1,4 +1,5 @@
-"""Topic and broker configs as DescribeConfigs shows them and AlterConfigs changes them.
+"""Topic and broker configs as DescribeConfigs shows them and AlterConfigs changes them (group configs:
+kbroker/config/group_config_admin.py, with the authorization here).
 
 Kafka is the reference (``ConfigHelper``, ``ConfigAdminManager``, ``ConfigurationControlManager``,
 ``ControllerConfigurationValidator``): a topic shows every topic config, its override if it has one
@@ -25,7 +26,7 @@ from kbroker.config.dynamic import (APPEND, DEFAULT_CONFIG, DELETE, DYNAMIC_DEFA
                                            ConfigLayers, DynamicConfigError, apply_incremental,
                                            check_dynamic_configs, is_read_only, setting_of)
 from kbroker.metadata import records
-from kbroker.metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage, apply_record
+from kbroker.metadata.image import BROKER_RESOURCE, GROUP_RESOURCE, TOPIC_RESOURCE, MetadataImage, apply_record
 from kbroker.topics import TopicError, check_topic_configs, validate_topic_name
 from kbroker.results import mark_not_made
 from kbroker.security.acls import AclOperation, ResourceType
@@ -253,18 +254,25 @@ def _node_id(resource_name: str, not_a_number: str) -> int:
         raise ConfigsError(ErrorCode.INVALID_REQUEST, not_a_number) from None
 
 
-def check_broker_change(static: BrokerConfig, image: MetadataImage, node_id: int, listeners, resource_name: str,
-                        changes: list[tuple[str, int, str | None]], legacy: bool) -> None:
-    """A broker's own check of a change to its dynamic configs or the cluster-wide default, before it is
-    made or forwarded (Kafka's ConfigAdminManager.preprocess and validateBrokerConfigChange): ConfigsError
-    unless it may be made. ``changes`` are (name, operation, value); ``legacy``: AlterConfigs, which
-    replaces the resource's whole set. ``listeners`` are this broker's (name, security protocol)."""
+def check_change_form(changes: list[tuple[str, int, str | None]], legacy: bool) -> None:
+    """Kafka's ConfigAdminManager.preprocess, for a resource of any type: ConfigsError (INVALID_REQUEST)
+    for a name given twice or a missing value (but to DELETE; ``legacy``, AlterConfigs, has no DELETE)."""
     names = [name for name, _, _ in changes]
     if len(set(names)) != len(names):
         raise ConfigsError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
     nulls = [name for name, operation, value in changes if value is None and (legacy or operation != DELETE)]
     if nulls:
         raise ConfigsError(ErrorCode.INVALID_REQUEST, "Null value not supported for : " + ", ".join(nulls))
+
+
+def check_broker_change(static: BrokerConfig, image: MetadataImage, node_id: int, listeners, resource_name: str,
+                        changes: list[tuple[str, int, str | None]], legacy: bool) -> None:
+    """A broker's own check of a change to its dynamic configs or the cluster-wide default, before it is
+    made or forwarded (Kafka's ConfigAdminManager.preprocess and validateBrokerConfigChange): ConfigsError
+    unless it may be made. ``changes`` are (name, operation, value); ``legacy``: AlterConfigs, which
+    replaces the resource's whole set. ``listeners`` are this broker's (name, security protocol)."""
+    check_change_form(changes, legacy)
+    names = [name for name, _, _ in changes]
     if resource_name and _node_id(resource_name, f"Node id must be an integer, but it is: {resource_name}") != node_id:
         raise ConfigsError(ErrorCode.INVALID_REQUEST,
                            f"Unexpected broker id, expected {node_id}, but received {resource_name}")
@@ -359,10 +367,14 @@ def refuse_resources(resources, result_class) -> list:
 
 def config_authorization_error(broker, context, operation, resource_type: int, name: str) -> int | None:
     """The error for a principal that may not do ``operation`` (DESCRIBE_CONFIGS, ALTER_CONFIGS) to a
-    config resource, or None: a topic's are the topic's, a broker's are the cluster's (as Kafka's)."""
+    config resource, or None: a topic's are the topic's, a group's the group's, a broker's are the
+    cluster's (as Kafka's)."""
     if resource_type == TOPIC_RESOURCE:
         if not allowed(broker, context, operation, ResourceType.TOPIC, name):
             return ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    elif resource_type == GROUP_RESOURCE:
+        if not allowed(broker, context, operation, ResourceType.GROUP, name):
+            return ErrorCode.GROUP_AUTHORIZATION_FAILED
     elif not allowed_on_cluster(broker, context, operation):
         return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
     return None

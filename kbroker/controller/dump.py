@@ -55,6 +55,7 @@ def dump(directory: str) -> dict:
                           "configs": dict(sorted(topic.configs.items()))}
                    for name, topic in sorted(image.topics.items())},
         "broker_configs": {name: dict(sorted(configs.items())) for name, configs in sorted(image.broker_configs.items())},
+        "group_configs": {name: dict(sorted(configs.items())) for name, configs in sorted(image.group_configs.items())},
         "next_producer_id": image.next_producer_id,
         "topics_created_twice": created_twice,
     }

@@ -3,14 +3,14 @@
 A change is one Raft entry: the metadata records applied together, each framed
 as in ``__cluster_metadata`` (kbroker/metadata/records.py) and prefixed with
 its length. A snapshot is a change too: the records that build the image from
-nothing (brokers, topics, partitions, configs of topics and brokers, the producer-id counter,
+nothing (brokers, topics, partitions, configs of topics, brokers and groups, the producer-id counter,
 credentials, ACLs and client quotas).
 """
 
 from __future__ import annotations
 
 from kbroker.metadata import records
-from kbroker.metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage, apply_record
+from kbroker.metadata.image import BROKER_RESOURCE, GROUP_RESOURCE, TOPIC_RESOURCE, MetadataImage, apply_record
 from kbroker.wire.primitives import read_uvarint, write_uvarint
 
 _CODEC = records.MetadataRecordCodec()
@@ -55,9 +55,10 @@ def image_records(image: MetadataImage) -> list:
         for name, value in sorted(topic.configs.items()):
             change.append(records.ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name=topic.name, name=name,
                                                value=value))
-    for resource_name, configs in sorted(image.broker_configs.items()):
-        change += [records.ConfigRecord(resource_type=BROKER_RESOURCE, resource_name=resource_name, name=name,
-                                        value=value) for name, value in sorted(configs.items())]
+    for resource_type, resources in ((BROKER_RESOURCE, image.broker_configs), (GROUP_RESOURCE, image.group_configs)):
+        for resource_name, configs in sorted(resources.items()):
+            change += [records.ConfigRecord(resource_type=resource_type, resource_name=resource_name, name=name,
+                                            value=value) for name, value in sorted(configs.items())]
     if image.next_producer_id:
         change.append(records.ProducerIdsRecord(broker_id=-1, next_producer_id=image.next_producer_id))
     change += [image.scram_credentials[key] for key in sorted(image.scram_credentials)]

@@ -1,8 +1,10 @@
-"""AlterConfigs (33): replace a topic's whole set of overrides, or a broker's dynamic configs."""
+"""AlterConfigs (33): replace a topic's whole set of overrides, a broker's dynamic configs or a group's configs."""
 
 from kbroker import handlers
 from kbroker.config.admin import (BROKER_RESOURCE, SET, alter_authorized, alter_resources, check_broker_change, plan_alter,
                              refuse_resources)
+from kbroker.config.group_config_admin import plan_group_change
+from kbroker.metadata.image import GROUP_RESOURCE
 from kbroker.wire.schema import API_BY_NAME
 
 AlterConfigsResponse = API_BY_NAME["AlterConfigs"].response_class
@@ -33,6 +35,9 @@ async def handle_forwarded(controller, context, request):
 @handlers.metadata_change(_refusal)
 async def _alter(broker, context, request):
     def plan_for(image, resource):
+        if resource.resource_type == GROUP_RESOURCE:
+            changes = [(config.name, SET, config.value) for config in resource.configs]
+            return plan_group_change(broker.config, image, resource.resource_name, changes, legacy=True)
         wanted = {config.name: config.value for config in resource.configs}
         return plan_alter(broker.config, image, broker.node_id, resource.resource_type, resource.resource_name, wanted)
 

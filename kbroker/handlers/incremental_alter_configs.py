@@ -1,9 +1,11 @@
-"""IncrementalAlterConfigs (44): SET, DELETE, APPEND and SUBTRACT on a topic's overrides or a broker's
-dynamic configs."""
+"""IncrementalAlterConfigs (44): SET, DELETE, APPEND and SUBTRACT on a topic's overrides, a broker's
+dynamic configs or a group's configs."""
 
 from kbroker import handlers
 from kbroker.config.admin import (BROKER_RESOURCE, alter_authorized, alter_resources, check_broker_change,
                              plan_incremental_alter, refuse_resources)
+from kbroker.config.group_config_admin import plan_group_change
+from kbroker.metadata.image import GROUP_RESOURCE
 from kbroker.wire.schema import API_BY_NAME
 
 IncrementalAlterConfigsResponse = API_BY_NAME["IncrementalAlterConfigs"].response_class
@@ -36,6 +38,8 @@ async def handle_forwarded(controller, context, request):
 async def _alter(broker, context, request):
     def plan_for(image, resource):
         operations = [(config.name, config.config_operation, config.value) for config in resource.configs]
+        if resource.resource_type == GROUP_RESOURCE:
+            return plan_group_change(broker.config, image, resource.resource_name, operations, legacy=False)
         return plan_incremental_alter(
             broker.config, image, broker.node_id, resource.resource_type, resource.resource_name, operations
         )

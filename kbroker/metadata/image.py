@@ -74,11 +74,19 @@ class MetadataImage:
     client_quotas: dict[tuple[tuple[str, str | None], ...], dict[str, float]] = field(default_factory=dict)
     # Dynamic broker configs (KIP-226): "" the cluster-wide default, else a node id -> its own; name -> text.
     broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)
+    # Per-group configs (KIP-848, KIP-932): group id -> name -> text, as set (kbroker/config/group_configs.py).
+    group_configs: dict[str, dict[str, str]] = field(default_factory=dict)
 
     @property
     def live_brokers(self) -> tuple[BrokerEndpoint, ...]:
         """The brokers that serve: registered and not fenced."""
         return tuple(broker for broker in self.brokers if not broker.fenced)
+
+    def peer_address(self, node_id: int) -> tuple[str, int] | None:
+        """Where another node reaches the serving broker ``node_id`` (its inter-broker listener); None when it
+        does not serve."""
+        found = next((broker for broker in self.live_brokers if broker.node_id == node_id), None)
+        return None if found is None else (found.host, found.port)
 
     def live_addresses(self, listener: str) -> list[tuple[BrokerEndpoint, str, int]]:
         """The serving brokers with their host and port on ``listener``; as in Kafka's Metadata, a broker
@@ -96,7 +104,8 @@ class MetadataImage:
 
 
 TOPIC_RESOURCE = 2  # ConfigResource types, as in DescribeConfigs: a topic ...
-BROKER_RESOURCE = 4  # ... and a broker (a node id, or "" for the cluster-wide default)
+BROKER_RESOURCE = 4  # ... a broker (a node id, or "" for the cluster-wide default) ...
+GROUP_RESOURCE = 32  # ... and a group (its id)
 
 
 def apply_record(image: MetadataImage, record) -> MetadataImage:
@@ -128,6 +137,8 @@ def apply_record(image: MetadataImage, record) -> MetadataImage:
         topics = {**topics, topic.name: replace(topic, configs=configs)}
     elif isinstance(record, records.ConfigRecord) and record.resource_type == BROKER_RESOURCE:
         return _apply_broker_config(image, record)
+    elif isinstance(record, records.ConfigRecord) and record.resource_type == GROUP_RESOURCE:
+        return replace(image, group_configs=_with_value(image.group_configs, record), version=image.version + 1)
     elif isinstance(record, records.PartitionChangeRecord):
         topic = _topic_by_id(image, record.topic_id)
         old = topic.partitions[record.partition_id]
@@ -201,15 +212,21 @@ def _apply_security_record(image: MetadataImage, record) -> MetadataImage:
 def _apply_broker_config(image: MetadataImage, record) -> MetadataImage:
     """A new dict for the resource even when the value is the same: a broker sees the change and reloads
     what the setting names, a key store replaced in place (as Kafka's KAFKA-14136)."""
-    configs = dict(image.broker_configs.get(record.resource_name, {}))
+    return replace(image, broker_configs=_with_value(image.broker_configs, record), version=image.version + 1)
+
+
+def _with_value(resources: dict[str, dict[str, str]], record) -> dict[str, dict[str, str]]:
+    """``resources`` (resource name -> config name -> text) with the ConfigRecord's value set, or removed
+    when it has none; a new dict for the resource, and none kept for a resource left without values."""
+    configs = dict(resources.get(record.resource_name, {}))
     if record.value is None:
         configs.pop(record.name, None)
     else:
         configs[record.name] = record.value
-    broker_configs = {name: values for name, values in image.broker_configs.items() if name != record.resource_name}
+    changed = {name: values for name, values in resources.items() if name != record.resource_name}
     if configs:
-        broker_configs[record.resource_name] = configs
-    return replace(image, broker_configs=broker_configs, version=image.version + 1)
+        changed[record.resource_name] = configs
+    return changed
 
 
 def _topic_by_id(image: MetadataImage, topic_id: uuid.UUID) -> TopicImage:
