@@ -36,6 +36,9 @@ from kbroker.replication.isr import IsrManager
 from kbroker.txn.remote import VerificationGuards
 from kbroker.group.shell import GroupShell
 from kbroker.replication.log_maintenance import LogMaintenance
+from kbroker.share.manager import SharePartitionManager
+from kbroker.share.persister import SharePersister
+from kbroker.share.shell import ShareCoordinatorShell
 from kbroker.txn.shell import TxnShell
 from kbroker.metadata.image import BrokerEndpoint, MetadataImage
 from kbroker.peers import InProcessPeers, Peers
@@ -213,6 +216,9 @@ class Broker:
         self.txn_guards = VerificationGuards()  # partitions verified with a coordinator elsewhere (KIP-890)
         self.groups = GroupShell(self, clock)
         self.transactions = TxnShell(self, clock)
+        self.share_states = ShareCoordinatorShell(self, clock)
+        self.share_persister = SharePersister(self)  # how share-partition leaders reach the share coordinator
+        self.share_partitions = SharePartitionManager(self, clock)  # those of the partitions led here
         self._checkpoint_lock = trio.Lock()  # checkpoint files are written one at a time, in order
         for topic in self.image.topics.values():
             self._open_logs(topic)
@@ -324,7 +330,7 @@ class Broker:
                         replica.update(state.leader, state.leader_epoch, state.replicas, state.isr)
         if self.fetchers is not None:
             self.fetchers.update()
-        for runtime in (self.groups, self.transactions):
+        for runtime in (self.groups, self.transactions, self.share_states):
             if before.topics.get(runtime.topic) is not self.image.topics.get(runtime.topic):
                 runtime.leadership_changed()
         for name, topic in self.image.topics.items():
@@ -501,6 +507,8 @@ class Broker:
                     await self.quorum.wait_active()
                 await nursery.start(self.groups.run)
                 await nursery.start(self.transactions.run)
+                await nursery.start(self.share_states.run)
+                await nursery.start(self.share_partitions.run)
                 nursery.start_soon(self.maintenance.run)
                 if self.config.log_flush_scheduler_interval_ms < LONG_MAX:  # Kafka's default: never looks
                     nursery.start_soon(flush_dirty_logs, self.replicas, self.config.log_flush_scheduler_interval_ms)
@@ -515,7 +523,7 @@ class Broker:
                 self.producer_ids.prefetch(self)
                 await nursery.start(self.fetchers.run)
                 await nursery.start(self.isr.run)
-                for runtime in (self.groups, self.transactions):
+                for runtime in (self.groups, self.transactions, self.share_states):
                     runtime.leadership_changed()
                 for listener, server in zip(settings.listeners, self.servers):
                     bound = await nursery.start(server.serve, listener.host, listener.port, listener.sockets)

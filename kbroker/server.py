@@ -196,7 +196,11 @@ class Server:
                     await stream.do_handshake()
                 principal = principal_of_certificate(stream.getpeercert())
             session = Session(self.security, self.services.credentials, principal)
-            await self._serve_connection(stream, peer, session)
+            try:
+                await self._serve_connection(stream, peer, session)
+            finally:
+                for closed in session.on_close:
+                    closed()
         except* (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError) as errors:
             if isinstance(stream, trio.SSLStream) and errors.exceptions[0].__cause__ is not None:
                 logger.info("closing TLS connection from %s: %s", peer, errors.exceptions[0].__cause__)

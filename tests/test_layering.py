@@ -26,7 +26,7 @@ ALLOWED: dict[str, set[str]] = {
 }
 KBROKER_ARROWS = """
 broker: config controller data_directories group http lifecycle listen metadata metrics peers producer_ids replication
-        schemas security server topics txn
+        schemas security server share topics txn
 cli: broker config controller data_directories event_log listen metadata schemas tools
 config: metadata results security topics
 controller: config handlers metadata peers producer_ids security server
@@ -38,7 +38,7 @@ event_log:
 group: coordinator_records coordinator_runtime effects topics
 http:
 handlers: config controller coordinator_runtime effects event_log group metadata producer_ids results schemas security
-          topics txn
+          share topics txn
 lifecycle: controller
 metadata: config controller
 listen:
@@ -49,7 +49,7 @@ replication: controller event_log security
 results:
 schemas: config http topics
 security: config effects
-share: coordinator_records effects
+share: config coordinator_records coordinator_runtime effects topics
 server: event_log handlers security
 testing: broker config listen schemas tools
 tools: config security

@@ -12,7 +12,9 @@ complete cluster on one machine:
     log.dir=./kbroker-data          Kafka: /tmp/kafka-logs. Data survives reboots and sits where you ran it.
                                     (log.dirs stays unset, as in Kafka, so that log.dir supplies it.)
     offsets.topic.replication.factor=1, transaction.state.log.replication.factor=1,
-    transaction.state.log.min.isr=1 Kafka: 3, 3 and 2, which a single broker cannot satisfy; Kafka's own
+    transaction.state.log.min.isr=1, share.coordinator.state.topic.replication.factor=1,
+    share.coordinator.state.topic.min.isr=1
+                                    Kafka: 3, 3, 2, 3 and 2, which a single broker cannot satisfy; Kafka's own
                                     sample server.properties sets these to 1 too. A node of a cluster
                                     (controller.quorum.voters set) takes Kafka's values (CLUSTER_DEFAULTS),
                                     so that the coordinators' state is replicated unless asked otherwise.
@@ -342,6 +344,30 @@ SETTINGS: tuple[Setting, ...] = (
     _S("group.consumer.heartbeat.interval.ms", "int", 5000, "Heartbeat interval of consumer-protocol members.",
        AtLeast(1)),
     _S("group.consumer.max.size", "int", INT_MAX, "Most members of a consumer-protocol group.", AtLeast(1)),
+    _S("group.share.session.timeout.ms", "int", 45000, "Session timeout of share-group (KIP-932) members.",
+       AtLeast(1)),
+    _S("group.share.min.session.timeout.ms", "int", 45000, "Shortest share.session.timeout.ms a group may set.",
+       AtLeast(1)),
+    _S("group.share.max.session.timeout.ms", "int", 60000, "Longest share.session.timeout.ms a group may set.",
+       AtLeast(1)),
+    _S("group.share.heartbeat.interval.ms", "int", 5000, "Heartbeat interval of share-group members.", AtLeast(1)),
+    _S("group.share.min.heartbeat.interval.ms", "int", 5000, "Shortest share.heartbeat.interval.ms a group may "
+       "set.", AtLeast(1)),
+    _S("group.share.max.heartbeat.interval.ms", "int", 15000, "Longest share.heartbeat.interval.ms a group may "
+       "set.", AtLeast(1)),
+    _S("group.share.max.size", "short", 200, "Most members of a share group.", Between(1, 1000)),
+    _S("group.share.record.lock.duration.ms", "int", 30000, "How long a share consumer holds the records it "
+       "acquired before they are released (share.record.lock.duration.ms overrides it per group).", AtLeast(1000)),
+    _S("group.share.min.record.lock.duration.ms", "int", 15000, "Shortest share.record.lock.duration.ms a group "
+       "may set.", AtLeast(1000)),
+    _S("group.share.max.record.lock.duration.ms", "int", 60000, "Longest share.record.lock.duration.ms a group "
+       "may set.", Between(30000, 3600000)),
+    _S("group.share.delivery.count.limit", "int", 5, "Deliveries of a record after which it is archived, never "
+       "delivered again.", Between(2, 10)),
+    _S("group.share.partition.max.record.locks", "int", 2000, "Most records of a share-partition acquired or "
+       "waiting for acknowledgement at once.", Between(100, 10000)),
+    _S("group.share.max.share.sessions", "int", 2000, "Most share sessions a broker keeps (one per share consumer "
+       "and broker).", AtLeast(1)),
     _S("transaction.state.log.num.partitions", "int", 50, "Partitions of __transaction_state.", AtLeast(1)),
     _S("transaction.state.log.replication.factor", "short", 1, "Replication factor of __transaction_state.",
        AtLeast(1)),
@@ -356,10 +382,16 @@ SETTINGS: tuple[Setting, ...] = (
        "ids idle past transactional.id.expiration.ms are looked for (and forgotten).", AtLeast(1)),
     _S("transactional.id.expiration.ms", "int", 7 * DAY_MS, "Idle transactional ids are forgotten after this "
        "long.", AtLeast(1)),
-    _S("share.coordinator.state.topic.replication.factor", "short", 3, "Share groups are not supported; "
-       "accepted for Kafka's sample files.", AtLeast(1), used=False),
-    _S("share.coordinator.state.topic.min.isr", "short", 2, "Share groups are not supported; accepted for "
-       "Kafka's sample files.", AtLeast(1), used=False),
+    _S("share.coordinator.state.topic.num.partitions", "int", 50, "Partitions of __share_group_state (KIP-932).",
+       AtLeast(1)),
+    _S("share.coordinator.state.topic.replication.factor", "short", 1, "Replication factor of "
+       "__share_group_state.", AtLeast(1)),
+    _S("share.coordinator.state.topic.min.isr", "short", 1, "min.insync.replicas of __share_group_state.",
+       AtLeast(1)),
+    _S("share.coordinator.state.topic.segment.bytes", "int", 100 * 1024**2, "Segment size of __share_group_state.",
+       AtLeast(1)),
+    _S("share.coordinator.snapshot.update.records.per.snapshot", "int", 500, "Update records the share "
+       "coordinator writes for a share-partition between two snapshot records.", Between(0, 500)),
     # --- logs (topic defaults: see TOPIC_CONFIG_SYNONYMS) ---
     _S("log.dir", "string", "./kbroker-data", "Data directory, when log.dirs is unset."),
     _S("log.dirs", "string", None, "Comma-separated data directories; unset: log.dir."),
@@ -432,6 +464,8 @@ CLUSTER_DEFAULTS: dict[str, object] = {
     "offsets.topic.replication.factor": 3,
     "transaction.state.log.replication.factor": 3,
     "transaction.state.log.min.isr": 2,
+    "share.coordinator.state.topic.replication.factor": 3,
+    "share.coordinator.state.topic.min.isr": 2,
     "schema.registry.topic.replication.factor": 3,
     "schema.registry.listeners": "",  # several nodes on one machine would want the same port
 }

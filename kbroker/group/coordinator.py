@@ -3,8 +3,10 @@
 Pure, like the group cores it routes to: each call takes ``now_ms`` and
 returns effects (:mod:`kbroker.effects`) for the shell to carry out.
 A group id belongs to one partition (:func:`records.coordinator_partition`)
-and to one kind of group, classic or consumer (KIP-848); the kind changes
-only while the group is empty, as in Kafka.
+and to one kind of group: classic, consumer (KIP-848) or share (KIP-932). A
+classic and a consumer group turn into each other while empty, as in Kafka;
+a share group never changes kind, and the others' APIs answer it as Kafka's
+do (not_a_share_group in kbroker/group/share.py says which).
 
 What a request changes counts once its record is durable (DESIGN.md rule
 11): every ``Persist`` carries what to do when the shell reports it durable
@@ -30,9 +32,10 @@ from kbroker.group.consumer import ConsumerGroup, ConsumerGroupConfig, TopicsVie
 from kbroker.group.consumer_writes import ConsumerGroupWrites
 from kbroker.effects import CoordinatorError, Persist
 from kbroker.group.offsets import CommittedOffset, OffsetStore
+from kbroker.group.share import ShareGroup, ShareGroupConfig, group_not_found, not_a_share_group
 from kbroker.wire.errors import ErrorCode
 
-CLASSIC, CONSUMER = "classic", "consumer"
+CLASSIC, CONSUMER, SHARE = "classic", "consumer", "share"
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,7 @@ class CoordinatorConfig:
     partition_count: int = 50
     classic: ClassicGroupConfig = field(default_factory=ClassicGroupConfig)
     consumer: ConsumerGroupConfig = field(default_factory=ConsumerGroupConfig)
+    share: ShareGroupConfig = field(default_factory=ShareGroupConfig)
     offsets_retention_ms: int = 7 * 24 * 3600 * 1000
     offset_metadata_max_bytes: int = 4096
 
@@ -56,7 +60,7 @@ class GroupCoordinator:
     def __init__(self, config: CoordinatorConfig, *, classic_member_id=_classic_member_id,
                  consumer_member_id=_consumer_member_id) -> None:
         self.config = config
-        self.groups: dict[str, ClassicGroup | ConsumerGroup] = {}
+        self.groups: dict[str, ClassicGroup | ConsumerGroup | ShareGroup] = {}
         self.offsets = OffsetStore()
         self.consumer_writes = ConsumerGroupWrites()
         self.loaded: set[int] = set()
@@ -97,7 +101,14 @@ class GroupCoordinator:
                 self.groups[group_id] = ClassicGroup.from_record(group_id, value, self.config.classic, now_ms,
                                                                  self._classic_member_id)
         elif isinstance(key, records.SHARE_GROUP_KEYS):
-            return  # a share group's (KIP-932): not served yet (issue 28), so not loaded as a consumer group
+            group = self.groups.get(group_id)
+            if not isinstance(group, ShareGroup):
+                if value is None:
+                    return
+                group = self.groups[group_id] = ShareGroup(group_id, self.config.share, now_ms)
+            group.replay(key, value)
+            if not group.persisted_state().exists:
+                del self.groups[group_id]
         else:
             group = self.groups.get(group_id)
             if not isinstance(group, ConsumerGroup):
@@ -136,6 +147,9 @@ class GroupCoordinator:
         """The classic group ``group_id``: an empty consumer group turns classic, as Kafka converts it."""
         self.check(group_id)
         group = self.groups.get(group_id)
+        if isinstance(group, ShareGroup):
+            raise CoordinatorError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL if create else ErrorCode.GROUP_ID_NOT_FOUND,
+                                   f"Group {group_id} is not a classic group.")
         if isinstance(group, ConsumerGroup):
             if not (create and group.is_empty()):
                 raise CoordinatorError(ErrorCode.GROUP_ID_NOT_FOUND if not create else ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
@@ -175,6 +189,8 @@ class GroupCoordinator:
         """The consumer group ``group_id``, and the records of turning an empty classic group into it."""
         self.check(group_id)
         group = self.groups.get(group_id)
+        if isinstance(group, ShareGroup):
+            raise CoordinatorError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
         classic = group if isinstance(group, ClassicGroup) else None
         if classic is not None:
             if not (create and _is_empty(classic)):
@@ -195,6 +211,31 @@ class GroupCoordinator:
             return []
 
         return group, [Persist(((records.GroupMetadataKey(group=group_id), None),), on_failure=failed)]
+
+    # -- share groups (KIP-932) ---------------------------------------------------------
+
+    def share_group(self, group_id: str, member_epoch: int, now_ms: int) -> ShareGroup:
+        """The share group a ShareGroupHeartbeat names; a join (member epoch 0) creates it. A classic or
+        consumer group of that id, empty or not, refuses it: groups do not turn into share groups."""
+        self.check(group_id)
+        group = self.groups.get(group_id)
+        if group is None:
+            if member_epoch != 0:
+                raise CoordinatorError(*group_not_found(group_id, member_epoch))
+            group = self.groups[group_id] = ShareGroup(group_id, self.config.share, now_ms)
+        elif not isinstance(group, ShareGroup):
+            raise CoordinatorError(*not_a_share_group(group_id))
+        return group
+
+    def described_share_group(self, group_id: str) -> ShareGroup:
+        """The share group ShareGroupDescribe names, or the error Kafka answers for it."""
+        self.check(group_id)
+        group = self.groups.get(group_id)
+        if group is None:
+            raise CoordinatorError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
+        if not isinstance(group, ShareGroup):
+            raise CoordinatorError(*not_a_share_group(group_id))
+        return group
 
     def _new_consumer_group(self, group_id: str, now_ms: int) -> ConsumerGroup:
         group = ConsumerGroup(group_id, self.config.consumer, now_ms, self._consumer_member_id)
@@ -284,6 +325,8 @@ class GroupCoordinator:
             raise CoordinatorError(ErrorCode.GROUP_ID_NOT_FOUND)
         if not _is_empty(group):
             raise CoordinatorError(ErrorCode.NON_EMPTY_GROUP)
+        if isinstance(group, ShareGroup):
+            return self._delete_share_group(group_id, group)
         tombstones = self.offsets.delete_records(group_id)
         if isinstance(group, ClassicGroup):
             tombstones.append((records.GroupMetadataKey(group=group_id), None))
@@ -312,7 +355,23 @@ class GroupCoordinator:
 
         return [Persist(tuple(tombstones), on_durable=durable, on_failure=failed)]
 
-    def listed(self) -> list[tuple[str, ClassicGroup | ConsumerGroup]]:
+    def _delete_share_group(self, group_id: str, group: ShareGroup) -> list:
+        """A share group's tombstones (it has no committed offsets): gone for requests at once, back if they
+        are not written. The share coordinator's state of its partitions is the caller's to delete."""
+        del self.groups[group_id]
+        effects = group.delete(_now_hint(group))
+
+        def durable(now_ms: int) -> list:
+            self._empty_since_ms.pop(group_id, None)
+            return []
+
+        def failed(error_code: int, now_ms: int) -> list:
+            self.groups.setdefault(group_id, group)
+            return []
+
+        return effects + [Persist((), on_durable=durable, on_failure=failed)]
+
+    def listed(self) -> list[tuple[str, ClassicGroup | ConsumerGroup | ShareGroup]]:
         return [(group_id, group) for group_id, group in self.groups.items() if self.partition_of(group_id) in self.loaded]
 
     # -- timers ----------------------------------------------------------------------

@@ -22,6 +22,7 @@ def coordinator_config(config):
     from kbroker.group.classic import ClassicGroupConfig
     from kbroker.group.consumer import ConsumerGroupConfig
     from kbroker.group.coordinator import CoordinatorConfig
+    from kbroker.group.share import ShareGroupConfig
 
     return CoordinatorConfig(
         partition_count=config.offsets_topic_num_partitions,
@@ -35,6 +36,11 @@ def coordinator_config(config):
             session_timeout_ms=config.group_consumer_session_timeout_ms,
             heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
             max_size=config.group_consumer_max_size,
+        ),
+        share=ShareGroupConfig(
+            session_timeout_ms=config.group_share_session_timeout_ms,
+            heartbeat_interval_ms=config.group_share_heartbeat_interval_ms,
+            max_size=config.group_share_max_size,
         ),
         offsets_retention_ms=config.offsets_retention_minutes * 60_000,
         offset_metadata_max_bytes=config.offset_metadata_max_bytes,
@@ -91,6 +97,37 @@ class GroupShell(CoordinatorRuntime):
             self._next_retention_check_ms = now + self._retention_check_ms
             work += self.coordinator.expire_offsets(now)
         return work
+
+    async def perform(self, key: str, effect) -> None:
+        """A share group's InitializeShareGroupState: asked of the share coordinator in the background (the
+        heartbeat that asked is answered meanwhile); the group hears the outcome per share-partition."""
+        from kbroker.group.share import InitializeShareGroupState
+
+        if not isinstance(effect, InitializeShareGroupState):
+            await super().perform(key, effect)
+            return
+        self._nursery.start_soon(self._initialize_share_state, effect)
+
+    async def _initialize_share_state(self, effect) -> None:
+        from kbroker.effects import CoordinatorError
+        from kbroker.group.share import ShareGroup
+        from kbroker.wire.errors import ErrorCode
+
+        errors = await self.broker.share_persister.initialize(effect.group_id, effect.state_epoch, effect.partitions)
+        done: dict = {}
+        failed: dict = {}
+        for (topic_id, partition), error_code in errors.items():
+            (done if error_code == ErrorCode.NONE else failed).setdefault(topic_id, set()).add(partition)
+        try:
+            self.coordinator.check(effect.group_id)
+        except CoordinatorError:
+            return  # no longer coordinated here: the new coordinator asks again
+        group = self.coordinator.groups.get(effect.group_id)
+        if not isinstance(group, ShareGroup):
+            return
+        now = self.now_ms()
+        self.apply(effect.group_id, group.state_initialized(done, self.topics_view(), now)
+                   + group.state_initialization_failed(failed, now))
 
     def topics_view(self):
         """The image's topics as the consumer-group core sees them (internal ones left out), per image."""

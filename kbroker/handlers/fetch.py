@@ -49,7 +49,7 @@ async def handle(broker: HandlerNode, context, request):
         remaining = deadline - time.monotonic()
         if ready_bytes >= request.min_bytes or remaining <= 0 or not partitions:
             return _answered(broker, context, request, response, ready_bytes)
-        await _wait_for_any(partitions, remaining)
+        await wait_for_any(partitions, remaining)
         if time.monotonic() >= deadline:
             response, ready_bytes, _ = _read(broker, request, context)
             return _answered(broker, context, request, response, ready_bytes)
@@ -170,7 +170,8 @@ def _read_partition(partition, wanted, request, result, budget: int, first: bool
     return region.length
 
 
-async def _wait_for_any(events, seconds: float) -> None:
+async def wait_for_any(events, seconds: float) -> None:
+    """Return once any of ``events`` is set, or after ``seconds``."""
     events = {id(event): event for event in events}.values()
     with trio.move_on_after(seconds):
         async with trio.open_nursery() as nursery:

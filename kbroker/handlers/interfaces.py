@@ -35,6 +35,8 @@ from kbroker.schemas.store import SchemaStore
 from kbroker.raft.driver import RaftDriver
 from kbroker.security.authorization import Authorization
 from kbroker.security.quotas import ClientQuotas
+from kbroker.share.manager import SharePartitionManager
+from kbroker.share.shell import ShareCoordinatorShell
 from kbroker.topics import TopicRequest
 from kbroker.txn.remote import VerificationGuards
 from kbroker.txn.shell import TxnShell
@@ -176,13 +178,21 @@ class PeerCalls(Protocol):
 
 
 class Coordinators(Protocol):
-    """The group and transaction coordinators, producer ids, and what transactional writes check."""
+    """The group, transaction and share coordinators, producer ids, and what transactional writes check."""
 
     @property
     def groups(self) -> GroupShell: ...
 
     @property
     def transactions(self) -> TxnShell: ...
+
+    @property
+    def share_states(self) -> ShareCoordinatorShell:
+        """The share coordinator (KIP-932), over ``__share_group_state``."""
+
+    @property
+    def share_partitions(self) -> SharePartitionManager:
+        """The share-partitions of the partitions this broker leads, and the share sessions of its consumers."""
 
     @property
     def producer_ids(self) -> ProducerIdBlock:

@@ -30,6 +30,6 @@ async def handle(broker, context, request):
         state = group.state.value
         if (states and state.lower() not in states) or (types and kind not in types):
             continue
-        protocol_type = (group.protocol_type or "") if kind == "classic" else "consumer"
+        protocol_type = (group.protocol_type or "") if kind == "classic" else kind  # "consumer" or "share"
         listed.append(ListedGroup(group_id=group_id, protocol_type=protocol_type, group_state=state, group_type=kind))
     return ListGroupsResponse(error_code=ErrorCode.NONE, groups=listed)

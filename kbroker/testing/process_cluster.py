@@ -105,11 +105,14 @@ def running_cluster(nodes: int = 3, *, settings: dict | None = None, directory: 
 
 
 def _internal_topic_replication(nodes: int) -> dict:
-    """Below three nodes, what a cluster can satisfy in place of Kafka's 3, 3 and 2."""
+    """Below three nodes, what a cluster can satisfy in place of Kafka's replication factors of 3 and
+    minimum ISRs of 2."""
     if nodes >= 3:
         return {}
     return {"offsets.topic.replication.factor": nodes, "transaction.state.log.replication.factor": nodes,
-            "transaction.state.log.min.isr": min(nodes, 2), "schema.registry.topic.replication.factor": nodes}
+            "transaction.state.log.min.isr": min(nodes, 2), "schema.registry.topic.replication.factor": nodes,
+            "share.coordinator.state.topic.replication.factor": nodes,
+            "share.coordinator.state.topic.min.isr": min(nodes, 2)}
 
 
 def _free_ports(host: str, count: int) -> list[int]:

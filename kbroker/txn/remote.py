@@ -28,11 +28,6 @@ _MARKERS_VERSION = 1
 _ADD_PARTITIONS_VERSION = 4  # broker to coordinator, batched, with verify_only
 
 
-def endpoint_of(broker, node_id: int) -> tuple[str, int] | None:
-    found = next((b for b in broker.image.live_brokers if b.node_id == node_id), None)
-    return None if found is None else (found.host, found.port)
-
-
 async def write_markers_anywhere(broker, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
                                  partitions) -> dict[tuple[str, int], int]:
     """``write_markers`` for partitions led anywhere: an error code for each."""
@@ -56,7 +51,7 @@ async def write_markers_anywhere(broker, producer_id: int, producer_epoch: int, 
 async def _send_markers(broker, leader: int, producer_id: int, producer_epoch: int, commit: bool,
                         coordinator_epoch: int, partitions) -> dict[tuple[str, int], int]:
     retry = {key: ErrorCode.NOT_LEADER_OR_FOLLOWER for key in partitions}
-    address = endpoint_of(broker, leader)
+    address = broker.image.peer_address(leader)
     if address is None:
         return retry
     topics: dict[str, list[int]] = defaultdict(list)
@@ -108,7 +103,7 @@ async def verify_with_coordinator(broker, coordinator: int, transactional_id: st
                                   producer_epoch: int, topic: str, index: int, *, add: bool) -> int:
     """Ask the producer's coordinator on broker ``coordinator`` whether ``topic``-``index`` is in the
     producer's transaction (``add``: add it first). Its error code; a retriable one if it cannot be asked."""
-    address = endpoint_of(broker, coordinator)
+    address = broker.image.peer_address(coordinator)
     if address is None:
         return ErrorCode.NOT_ENOUGH_REPLICAS
     transaction = AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction(

@@ -756,13 +756,3 @@ def test_member_ids_generated_by_clients_are_kept_as_given():
         assert harness.client(member_id).join().member_id == member_id
     assert sorted(harness.group.members) == sorted(ids)
 
-
-def test_share_group_records_in_the_log_are_not_loaded_as_a_consumer_group():
-    """Until share groups are served (their wiring is the next part of issue 28), a log Kafka wrote with
-    share-group records loads without them, and nothing else of the group coordinator changes."""
-    from kbroker.group.coordinator import CoordinatorConfig, GroupCoordinator
-
-    coordinator = GroupCoordinator(CoordinatorConfig())
-    coordinator.replay(records.ShareGroupMetadataKey(group_id="queue"),
-                       records.ShareGroupMetadataValue(epoch=1, metadata_hash=0), now_ms=0)
-    assert "queue" not in coordinator.groups

@@ -59,10 +59,9 @@ async def test_a_leader_that_does_not_know_the_partition_yet_is_asked_again():
             name="t", partitions=[result.WritableTxnMarkerTopicResult.WritableTxnMarkerPartitionResult(
                 partition_index=0, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)])])])
 
-    leader = SimpleNamespace(node_id=2, host="127.0.0.1", port=1)
     broker = SimpleNamespace(node_id=1, image=SimpleNamespace(
-        topics={"t": SimpleNamespace(partitions=[SimpleNamespace(leader=2)])}, live_brokers=[leader]),
-        peers=SimpleNamespace(call=call))
+        topics={"t": SimpleNamespace(partitions=[SimpleNamespace(leader=2)])},
+        peer_address={2: ("127.0.0.1", 1)}.get), peers=SimpleNamespace(call=call))
     errors = await write_markers_anywhere(broker, PRODUCER_ID, PRODUCER_EPOCH, False, 0, [("t", 0), ("gone", 0)])
     assert asked == [(("127.0.0.1", 1), [("t", [0])])]
     assert errors == {("t", 0): ErrorCode.NOT_LEADER_OR_FOLLOWER, ("gone", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
