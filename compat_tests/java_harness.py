@@ -46,9 +46,12 @@ class JavaHarness:
     classpath: str
     main_class: str = MAIN_CLASS
 
+    def command(self, *args: str) -> list[str]:
+        """The command line that runs the harness with ``args``, for a test that starts it as a process of its own."""
+        return [self.java, "-Xss1m", "-cp", self.classpath, self.main_class, *args]
+
     def run(self, *args: str, stdin: str | None = None, timeout_s: float = 180) -> HarnessRun:
-        command = [self.java, "-Xss1m", "-cp", self.classpath, self.main_class, *args]
-        result = subprocess.run(command, input=stdin, capture_output=True, text=True, timeout=timeout_s)
+        result = subprocess.run(self.command(*args), input=stdin, capture_output=True, text=True, timeout=timeout_s)
         lines = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
         return HarnessRun(result.returncode, lines, result.stderr)
 

@@ -38,7 +38,13 @@ def report(broker: BrokerProcess, what: str, started: float) -> int:
 def create_topics(bootstrap: str, names: list[str], partitions: int) -> None:
     client = admin.AdminClient({"bootstrap.servers": bootstrap})
     for name in names:  # one topic a request: one of 20,000 partitions outlasts the client's timeout
-        client.create_topics([admin.NewTopic(name, partitions)], operation_timeout=60)[name].result(timeout=120)
+        try:
+            client.create_topics([admin.NewTopic(name, partitions)], operation_timeout=60)[name].result(timeout=120)
+        except confluent_kafka.KafkaException as error:
+            # librdkafka sent the request again (its connection broke on a loaded machine) after the first had
+            # created the topic: what is asked is there (every partition is produced to below).
+            if error.args[0].code() != confluent_kafka.KafkaError.TOPIC_ALREADY_EXISTS:
+                raise
 
 
 def produce_to_every_partition(bootstrap: str, names: list[str], partitions: int, round_: int) -> None:

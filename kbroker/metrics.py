@@ -99,6 +99,7 @@ class _StateCollector:
             sizes.add_metric([topic, str(index)], log.size_bytes)
         yield sizes
         yield _group_lag(broker)
+        yield from _share_partitions(broker)
 
 
 def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:
@@ -127,3 +128,34 @@ def _group_lag(broker) -> GaugeMetricFamily:
             lag.add_metric([group_id, topic, str(index)], max(0, high_watermark - committed.offset))
     return lag
 
+
+# (name, documentation, SharePartitionCounters field, counter?) of the share-partitions' metrics (KIP-932)
+_SHARE_PARTITION_METRICS = (
+    ("kbroker_share_partition_in_flight_records", "Records from a share-partition's start offset to its end "
+     "offset (acquired, available, acknowledged or archived)", "in_flight_records", False),
+    ("kbroker_share_partition_acquired_records", "Records a share group's consumers hold now", "acquired_records",
+     False),
+    ("kbroker_share_partition_acquired", "Deliveries (acquisitions) of records, first ones and redeliveries",
+     "acquired_records_total", True),
+    ("kbroker_share_partition_redelivered", "Records delivered again (released, their lock run out, or their "
+     "consumer gone)", "redelivered_records_total", True),
+    ("kbroker_share_partition_acknowledged", "Records accepted by a consumer", "acknowledged_records_total", True),
+    ("kbroker_share_partition_archived", "Records archived: rejected, or past group.share.delivery.count.limit",
+     "archived_records_total", True),
+)
+
+
+def _share_partitions(broker):
+    """Per share group and partition led here (loaded since this broker leads it): the records in flight and
+    held, and the deliveries, redeliveries, acknowledgements and archivings since it was loaded here."""
+    families = [(CounterMetricFamily if counter else GaugeMetricFamily)(name, documentation,
+                                                                        labels=["group", "topic", "partition"])
+                for name, documentation, _, counter in _SHARE_PARTITION_METRICS]
+    names = broker.image.topic_names
+    for (group_id, topic_id, index), share_partition in sorted(broker.share_partitions.share_partitions().items(),
+                                                               key=lambda item: (item[0][0], str(item[0][1]), item[0][2])):
+        counters = share_partition.counters()
+        labels = [group_id, names.get(topic_id, str(topic_id)), str(index)]
+        for family, (_, _, field, _) in zip(families, _SHARE_PARTITION_METRICS):
+            family.add_metric(labels, getattr(counters, field))
+    yield from families

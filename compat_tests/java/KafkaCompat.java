@@ -14,6 +14,8 @@
 //   java KafkaCompat consume <bootstrap> <topic> <count> [partitions=0,2] [seeks=0:5,1:3]
 //                            [isolation=read_committed|read_uncommitted] [reset=none|earliest|latest]
 //                            [group=<id> [protocol=classic|consumer]]
+//   java KafkaCompat share <bootstrap> <group>:<consumers>:<deliveries>:<rule>,... ...
+//   java KafkaCompat share-hold <bootstrap> <group>
 //
 // `alter-configs` applies each operation (SET, DELETE, APPEND, SUBTRACT) to the topic in its own
 // IncrementalAlterConfigs request and describes the named config after it.
@@ -29,6 +31,14 @@
 // records, a time limit, or an invalid-offset error (reported as a poll_error line).
 // With `group=` it subscribes instead, in that consumer group (group.protocol classic by default,
 // or consumer for KIP-848), commits what it read and reports the committed offsets and its assignment.
+// `share` runs each plan in turn: <consumers> KafkaShareConsumers (KIP-932, explicit acknowledgement
+// mode) in share group <group>, subscribed to the topic of the same name and polled in turn. Each record
+// is acknowledged by the first rule that matches it (<offset>[@<delivery count>]=<type>, or *=<type>;
+// ACCEPT where none does) and each poll's acknowledgements are sent with commitSync. After <deliveries>
+// records (redeliveries count) it polls every consumer for SHARE_QUIET_MS more: what comes then is
+// reported too.
+// `share-hold` polls one share consumer until records come, reports them and a holding line, and then
+// holds them unacknowledged (polling no more) until it is killed or SHARE_HOLD_MS pass.
 
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
@@ -66,12 +76,15 @@ import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.OffsetSpec;
 import org.apache.kafka.clients.admin.RecordsToDelete;
 import org.apache.kafka.clients.admin.TopicDescription;
+import org.apache.kafka.clients.consumer.AcknowledgeType;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.InvalidOffsetException;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.KafkaShareConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndTimestamp;
 import org.apache.kafka.clients.consumer.OffsetOutOfRangeException;
 import org.apache.kafka.clients.producer.KafkaProducer;
@@ -95,6 +108,10 @@ public final class KafkaCompat {
     private static final Duration LOOKUP_TIMEOUT = Duration.ofSeconds(15);
     private static final long CONSUME_TIMEOUT_MS = 90_000;
     private static final long EXTRA_POLL_MS = 300;
+    private static final long SHARE_TIMEOUT_MS = 30_000;
+    private static final long SHARE_QUIET_MS = 2_000;
+    private static final long SHARE_HOLD_MS = 60_000;
+    private static final Duration SHARE_POLL = Duration.ofMillis(100);
 
     public static void main(String[] args) throws Exception {
         if (args.length < 2) {
@@ -114,6 +131,8 @@ public final class KafkaCompat {
             case "produce" -> produce(bootstrap, args[2], args[3], options(from(args, 4)));
             case "consume" -> consume(bootstrap, args[2], Integer.parseInt(args[3]), options(from(args, 4)));
             case "transact" -> transact(bootstrap, args[2], args[3], args[4], options(from(args, 5)));
+            case "share" -> from(args, 2).forEach(plan -> step("share " + plan, () -> share(bootstrap, plan)));
+            case "share-hold" -> shareHold(bootstrap, args[2]);
             default -> usage();
         }
         System.out.flush();
@@ -126,7 +145,7 @@ public final class KafkaCompat {
     private static void usage() {
         System.err.println("usage: KafkaCompat metadata|admin-create-describe-delete|alter-configs|group-configs|broker-configs|offsets"
                 + "|delete-records"
-                + "|produce|consume|transact <bootstrap> ...");
+                + "|produce|consume|transact|share|share-hold <bootstrap> ...");
         System.exit(2);
     }
 
@@ -638,6 +657,114 @@ public final class KafkaCompat {
                     .put("key", hexOrNull(record.key())).put("value", hexOrNull(record.value())).put("headers", headers));
         }
         return emitted;
+    }
+
+    // ---- share consumer (KIP-932) --------------------------------------------------------
+
+    private static KafkaShareConsumer<byte[], byte[]> shareConsumer(String bootstrap, String group) {
+        Properties props = new Properties();
+        props.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        props.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+        props.put(ConsumerConfig.SHARE_ACKNOWLEDGEMENT_MODE_CONFIG, "explicit");
+        props.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        props.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        props.put(ConsumerConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "15000");
+        KafkaShareConsumer<byte[], byte[]> consumer = new KafkaShareConsumer<>(props);
+        consumer.subscribe(List.of(group));  // the topic is named as its group
+        return consumer;
+    }
+
+    /** One plan of the share command: <group>:<consumers>:<deliveries>:<rule>,... */
+    private static void share(String bootstrap, String plan) {
+        String[] parts = plan.split(":", 4);
+        String group = parts[0];
+        int consumerCount = Integer.parseInt(parts[1]);
+        int deliveries = Integer.parseInt(parts[2]);
+        List<String> rules = parts.length > 3 && !parts[3].isEmpty() ? List.of(parts[3].split(",")) : List.of();
+        List<KafkaShareConsumer<byte[], byte[]>> consumers = new ArrayList<>();
+        long started = System.nanoTime();
+        int received = 0;
+        try {
+            for (int i = 0; i < consumerCount; i++) {
+                consumers.add(shareConsumer(bootstrap, group));
+            }
+            long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(SHARE_TIMEOUT_MS);
+            while (received < deliveries && System.nanoTime() < deadline) {
+                received += shareRound(consumers, group, rules, started);
+            }
+            long quietEnd = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(SHARE_QUIET_MS);
+            while (System.nanoTime() < quietEnd) {
+                received += shareRound(consumers, group, rules, started);
+            }
+        } finally {
+            consumers.forEach(KafkaShareConsumer::close);
+        }
+        emit(new Json().put("type", "shared").put("group", group).put("deliveries", received)
+                .put("elapsed_ms", (System.nanoTime() - started) / 1_000_000));
+    }
+
+    /** Polls each consumer once, acknowledges what it got by the rules and commits: the records received. */
+    private static int shareRound(List<KafkaShareConsumer<byte[], byte[]>> consumers, String group, List<String> rules,
+                                  long started) {
+        int received = 0;
+        for (int index = 0; index < consumers.size(); index++) {
+            KafkaShareConsumer<byte[], byte[]> consumer = consumers.get(index);
+            ConsumerRecords<byte[], byte[]> records = consumer.poll(SHARE_POLL);
+            for (ConsumerRecord<byte[], byte[]> record : records) {
+                AcknowledgeType type = acknowledgement(rules, record);
+                consumer.acknowledge(record, type);
+                emit(shareRecord(record, started).put("group", group).put("consumer", index)
+                        .put("acknowledged", type.name()));
+            }
+            if (!records.isEmpty()) {
+                Map<String, Object> errors = new TreeMap<>();
+                consumer.commitSync(LOOKUP_TIMEOUT).forEach((partition, error) -> error.ifPresent(failure ->
+                        errors.put(String.valueOf(partition.partition()), failure.getClass().getSimpleName())));
+                emit(new Json().put("type", "share_commit").put("group", group).put("consumer", index)
+                        .put("at_ms", (System.nanoTime() - started) / 1_000_000).put("errors", errors));
+            }
+            received += records.count();
+        }
+        return received;
+    }
+
+    /** The first rule matching the record (<offset>[@<delivery count>]=<type> or *=<type>), else ACCEPT. */
+    private static AcknowledgeType acknowledgement(List<String> rules, ConsumerRecord<byte[], byte[]> record) {
+        String offset = String.valueOf(record.offset());
+        String delivered = offset + "@" + record.deliveryCount().orElse((short) 0);
+        for (String rule : rules) {
+            String[] matchAndType = rule.split("=", 2);
+            String match = matchAndType[0];
+            if (match.equals("*") || match.equals(offset) || match.equals(delivered)) {
+                return AcknowledgeType.valueOf(matchAndType[1]);
+            }
+        }
+        return AcknowledgeType.ACCEPT;
+    }
+
+    private static Json shareRecord(ConsumerRecord<byte[], byte[]> record, long started) {
+        return new Json().put("type", "share_record").put("partition", record.partition())
+                .put("offset", record.offset()).put("delivery_count", record.deliveryCount().orElse(null))
+                .put("value", hexOrNull(record.value()))
+                .put("at_ms", (System.nanoTime() - started) / 1_000_000);
+    }
+
+    /** Takes the first records that come and holds them, acknowledging nothing, until killed. */
+    private static void shareHold(String bootstrap, String group) throws InterruptedException {
+        long started = System.nanoTime();
+        try (KafkaShareConsumer<byte[], byte[]> consumer = shareConsumer(bootstrap, group)) {
+            long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(SHARE_TIMEOUT_MS);
+            ConsumerRecords<byte[], byte[]> records = ConsumerRecords.empty();
+            while (records.isEmpty() && System.nanoTime() < deadline) {
+                records = consumer.poll(SHARE_POLL);
+            }
+            for (ConsumerRecord<byte[], byte[]> record : records) {
+                emit(shareRecord(record, started).put("group", group));
+            }
+            emit(new Json().put("type", "holding").put("group", group).put("count", records.count()));
+            System.out.flush();
+            Thread.sleep(SHARE_HOLD_MS);  // polling again would need them acknowledged first
+        }
     }
 
     // ---- encoding ------------------------------------------------------------------------

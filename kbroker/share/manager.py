@@ -261,7 +261,7 @@ class SharePartitionManager:
             if entry.key[0] == group_id and entry.partition is not None:
                 write = entry.partition.release_member(member_id)
                 if write is not None:
-                    self._nursery.start_soon(self._write, entry, write, None)
+                    self._write_soon(entry, write)
 
     def release_session(self, group_id: str, member_id: str, partitions) -> None:
         """A member's share session on this broker closed: its records of those share-partitions are released."""
@@ -270,7 +270,15 @@ class SharePartitionManager:
             if entry is not None and entry.partition is not None:
                 write = entry.partition.release_member(member_id)
                 if write is not None:
-                    self._nursery.start_soon(self._write, entry, write, None)
+                    self._write_soon(entry, write)
+
+    def _write_soon(self, entry: _Entry, write: StateWrite) -> None:
+        """Send a write nobody waits for (a release). Once the broker is stopping there is no sending: the records
+        stay as the share coordinator has them, and the next leader resumes them as released."""
+        try:
+            self._nursery.start_soon(self._write, entry, write, None)
+        except RuntimeError:  # the manager's nursery is closed: the broker stops
+            entry.partition.write_failed(write, ErrorCode.NOT_LEADER_OR_FOLLOWER)
 
     def _expire_locks(self) -> None:
         now = self.clock.wall_ms()
@@ -282,7 +290,7 @@ class SharePartitionManager:
             if due is not None and due <= now:
                 write = share_partition.expire_locks(now)
                 if write is not None:
-                    self._nursery.start_soon(self._write, entry, write, None)
+                    self._write_soon(entry, write)
 
     async def _write(self, entry: _Entry, write: StateWrite, report) -> None:
         """Send one write and tell the share-partition its fate (in the manager's nursery: always told)."""

@@ -179,6 +179,9 @@ class _Elsewhere:
         self.share_states = self
         self._coordinators = coordinators
 
+    def peer_address(self, node_id: int) -> tuple[str, int] | None:
+        return next(((broker.host, broker.port) for broker in self.live_brokers if broker.node_id == node_id), None)
+
     async def ensure_topic(self) -> None:
         """Created by the FindCoordinator lookups."""
 
