@@ -78,6 +78,7 @@ class SharePartitionManager:
         self._entries: dict[ShareKey, _Entry] = {}
         self._available = trio.Event()  # set (and replaced) when records become available again
         self._nursery: trio.Nursery | None = None
+        self._closed = False
 
     @property
     def sessions(self) -> ShareSessionCache:
@@ -92,9 +93,12 @@ class SharePartitionManager:
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             task_status.started()
-            while True:
-                await trio.sleep(_LOCK_CHECK_S)
-                self._expire_locks()
+            try:
+                while True:
+                    await trio.sleep(_LOCK_CHECK_S)
+                    self._expire_locks()
+            finally:
+                self._closed = True  # the nursery takes no more tasks
 
     # -- finding a share-partition --------------------------------------------------------------------------
 
@@ -108,6 +112,8 @@ class SharePartitionManager:
             self._drop(entry)
             entry = None
         if entry is None:
+            if self._stopping():
+                return None, ErrorCode.NOT_LEADER_OR_FOLLOWER
             entry = self._entries[key] = _Entry(key, replica.leader_epoch)
             self._nursery.start_soon(self._load, entry, replica)
         await entry.ready.wait()
@@ -227,7 +233,8 @@ class SharePartitionManager:
         if result.write is None:
             return result.error_code
         entry = self._entries.get(key)
-        if entry is None or entry.partition is not share_partition:  # dropped meanwhile: the next leader knows nothing of it
+        if entry is None or entry.partition is not share_partition or self._stopping():
+            # dropped meanwhile (the next leader knows nothing of it), or the broker stops: not written
             return share_partition.write_failed(result.write, ErrorCode.NOT_LEADER_OR_FOLLOWER).error_code
         outcome: list[WriteOutcome] = []
         finished = trio.Event()
@@ -275,10 +282,14 @@ class SharePartitionManager:
     def _write_soon(self, entry: _Entry, write: StateWrite) -> None:
         """Send a write nobody waits for (a release). Once the broker is stopping there is no sending: the records
         stay as the share coordinator has them, and the next leader resumes them as released."""
-        try:
-            self._nursery.start_soon(self._write, entry, write, None)
-        except RuntimeError:  # the manager's nursery is closed: the broker stops
+        if self._stopping():
             entry.partition.write_failed(write, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        else:
+            self._nursery.start_soon(self._write, entry, write, None)
+
+    def _stopping(self) -> bool:
+        """The broker stops (or never started): the manager's nursery takes no more work."""
+        return self._nursery is None or self._closed
 
     def _expire_locks(self) -> None:
         now = self.clock.wall_ms()
