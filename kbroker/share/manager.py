@@ -44,6 +44,7 @@ logger = logging.getLogger(__name__)
 ShareKey = tuple[str, uuid.UUID, int]  # group id, topic id, partition
 _LOCK_CHECK_S = 0.1  # how often run-out acquisition locks are looked for (and failed writes retried)
 _READ_COMMITTED = "read_committed"
+_ACQUIRE_READ_BYTES = 1 << 20  # the most of a partition's log one share fetch reads (whole batches, one at least)
 
 
 @dataclass
@@ -198,7 +199,8 @@ class SharePartitionManager:
         offset = share_partition.next_fetch_offset()
         if offset >= upper_bound or max_records <= 0:
             return Acquired(b"", [])
-        region = log.read(offset, max(1, max_bytes), upper_bound, min_one_batch=True)
+        # Read no more than one acquisition can take: at most max.record.locks records are in flight at once.
+        region = log.read(offset, max(1, min(max_bytes, _ACQUIRE_READ_BYTES)), upper_bound, min_one_batch=True)
         if region is None:
             return Acquired(b"", [])
         data = region.read()
