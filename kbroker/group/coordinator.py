@@ -32,7 +32,9 @@ from kbroker.group.consumer import ConsumerGroup, ConsumerGroupConfig, TopicsVie
 from kbroker.group.consumer_writes import ConsumerGroupWrites
 from kbroker.effects import CoordinatorError, Persist
 from kbroker.group.offsets import CommittedOffset, OffsetStore
-from kbroker.group.share import ShareGroup, ShareGroupConfig, group_not_found, not_a_share_group
+from kbroker.group.share import (InitializeShareGroupState, ShareGroup, ShareGroupConfig, group_not_found,
+                                 not_a_share_group)
+from kbroker.group.share_records import StoredShareGroup
 from kbroker.wire.errors import ErrorCode
 
 CLASSIC, CONSUMER, SHARE = "classic", "consumer", "share"
@@ -228,7 +230,7 @@ class GroupCoordinator:
         return group
 
     def described_share_group(self, group_id: str) -> ShareGroup:
-        """The share group ShareGroupDescribe names, or the error Kafka answers for it."""
+        """The share group ShareGroupDescribe or DeleteShareGroupOffsets names, or the error Kafka answers for it."""
         self.check(group_id)
         group = self.groups.get(group_id)
         if group is None:
@@ -236,6 +238,60 @@ class GroupCoordinator:
         if not isinstance(group, ShareGroup):
             raise CoordinatorError(*not_a_share_group(group_id))
         return group
+
+    def initialized_share_partitions(self, group_id: str) -> dict[uuid.UUID, frozenset[int]]:
+        """The share-partitions whose state the group has initialized, for DescribeShareGroupOffsets of all
+        of them: none for a group that does not exist or is not a share group, as Kafka answers."""
+        self.check(group_id)
+        group = self.groups.get(group_id)
+        return group.initialized_partitions if isinstance(group, ShareGroup) else {}
+
+    def alter_share_group_offsets(self, group_id: str, start_offsets: dict[uuid.UUID, dict[int, int]],
+                                  topic_names: dict[uuid.UUID, str],
+                                  now_ms: int) -> tuple[InitializeShareGroupState | None, list]:
+        """AlterShareGroupOffsets: (the InitializeShareGroupState to carry out once the effects are done, or
+        None; effects). A share group that does not exist is made by it (Kafka 4.2, KAFKA-19662), and kept
+        once its record is written; a group of another kind is refused."""
+        self.check(group_id)
+        group = self.groups.get(group_id)
+        made = group is None
+        if made:
+            group = ShareGroup(group_id, self.config.share, now_ms)
+        elif not isinstance(group, ShareGroup):
+            raise CoordinatorError(*not_a_share_group(group_id))
+        initialize, effects = group.alter_offsets(start_offsets, topic_names, now_ms)
+        if not (made and effects):
+            return initialize, effects
+        self.groups[group_id] = group
+
+        def failed(error_code: int, at_ms: int) -> list:
+            if self.groups.get(group_id) is group and group.persisted_state() == StoredShareGroup():
+                del self.groups[group_id]  # nothing of it was ever written
+            return []
+
+        return initialize, effects + [Persist((), on_failure=failed)]
+
+    def share_group_offsets_deletion(
+            self, group_id: str, topic_names: list[str], topics: TopicsView,
+            now_ms: int) -> tuple[dict[uuid.UUID, frozenset[int]], list[tuple[str, str]], list]:
+        """DeleteShareGroupOffsets, first step: see ShareGroup.begin_offsets_deletion."""
+        return self.described_share_group(group_id).begin_offsets_deletion(topic_names, topics, now_ms)
+
+    def share_group_offsets_deleted(self, group_id: str, topic_ids: list[uuid.UUID], topics: TopicsView,
+                                    now_ms: int) -> list:
+        """DeleteShareGroupOffsets, second step: those topics' state is gone at the share coordinator."""
+        self.check(group_id)
+        group = self.groups.get(group_id)
+        return group.offsets_deleted(topic_ids, topics, now_ms) if isinstance(group, ShareGroup) else []
+
+    def share_group_state_deletion(self, group_id: str, topics: TopicsView,
+                                   now_ms: int) -> tuple[dict[uuid.UUID, frozenset[int]], list] | None:
+        """DeleteGroups, first step for a share group (Kafka's sharePartitionDeleteRequests): the
+        share-partitions whose state to delete before :meth:`delete_group`, and effects; None for a group of
+        another kind or none, which :meth:`delete_group` answers alone."""
+        self.check(group_id)
+        group = self.groups.get(group_id)
+        return group.begin_deletion(topics, now_ms) if isinstance(group, ShareGroup) else None
 
     def _new_consumer_group(self, group_id: str, now_ms: int) -> ConsumerGroup:
         group = ConsumerGroup(group_id, self.config.consumer, now_ms, self._consumer_member_id)
@@ -357,7 +413,8 @@ class GroupCoordinator:
 
     def _delete_share_group(self, group_id: str, group: ShareGroup) -> list:
         """A share group's tombstones (it has no committed offsets): gone for requests at once, back if they
-        are not written. The share coordinator's state of its partitions is the caller's to delete."""
+        are not written. Its share-partitions' state went first (share_group_state_deletion, carried out by
+        GroupShell.delete_share_group_state)."""
         del self.groups[group_id]
         effects = group.delete(_now_hint(group))
 

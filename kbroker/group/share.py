@@ -18,6 +18,12 @@ with :meth:`ShareGroup.state_initialized` (or :meth:`ShareGroup.state_initializa
 next heartbeat assigns them. Partitions still initializing after ``initialize_retry_interval_ms`` are
 asked for again.
 
+The admin APIs change that record too, on an empty group only (NON_EMPTY_GROUP): AlterShareGroupOffsets
+records the partitions it names as initializing and returns the InitializeShareGroupState that sets their
+start offsets; DeleteShareGroupOffsets and DeleteGroups record them as deleting while the share coordinator
+deletes their state, then as gone (Kafka 4.2's GroupMetadataManager.alterShareGroupOffsets,
+sharePartitionsEligibleForOffsetDeletion, completeDeleteShareGroupOffsets, shareGroupBuildPartitionDeleteRequest).
+
 Every change is a ShareGroup* record (kbroker/group/share_records.py), and the group changes only by
 applying its own records, so :meth:`ShareGroup.replay` of them rebuilds the same group. What requests
 see is every write applied (Kafka's latest timeline state); what :meth:`ShareGroup.describe`, ``state``
@@ -63,6 +69,8 @@ DescribedGroup = API_BY_NAME["ShareGroupDescribe"].response_class.DescribedGroup
 
 GROUP_TYPE = "share"  # ListGroups' group_type, and the protocol type Kafka lists for a share group
 ASSIGNOR_NAME = "simple"  # group.share.assignors: Kafka's only share-group assignor
+UNKNOWN_TOPIC_MESSAGE = "This server does not host this topic-partition."  # Kafka's, of UNKNOWN_TOPIC_OR_PARTITION
+NO_OFFSETS_MESSAGE = "There is no offset information to delete."  # DeleteShareGroupOffsets' of a topic without any
 _JAVA_WHITESPACE = "".join(chr(code) for code in range(0x21))  # what Java's String.trim() strips
 
 
@@ -86,13 +94,16 @@ class ShareGroupConfig:
 @dataclass(frozen=True)
 class InitializeShareGroupState:
     """An effect: have the share coordinator initialize these share-partitions' state
-    (InitializeShareGroupState, state epoch ``state_epoch``, start offset -1: from
-    share.auto.offset.reset), once the records before it are durable. Report the outcome with
-    :meth:`ShareGroup.state_initialized` or :meth:`ShareGroup.state_initialization_failed`."""
+    (InitializeShareGroupState, state epoch ``state_epoch``), once the records before it are durable. Their
+    start offset is -1 (share.auto.offset.reset decides it) after a heartbeat, whose outcome is reported with
+    :meth:`ShareGroup.state_initialized` and :meth:`ShareGroup.state_initialization_failed`; it is
+    ``start_offsets``' after AlterShareGroupOffsets, whose failures stay initializing (Kafka's
+    persisterInitialize for an alter does not uninitialize them), so only the successes are reported."""
 
     group_id: str
     state_epoch: int
     partitions: Mapping[uuid.UUID, frozenset[int]]
+    start_offsets: Mapping[uuid.UUID, Mapping[int, int]] | None = None
 
 
 class ListedGroup(NamedTuple):
@@ -374,17 +385,22 @@ class ShareGroup:
                     wanted[topic_id] = TopicPartitionsInfo(name, missing)
         if not wanted:
             return None
+        self._record_initializing(wanted, written)
+        return InitializeShareGroupState(self.group_id, group.group_epoch,
+                                         {topic_id: info.partitions for topic_id, info in wanted.items()})
+
+    def _record_initializing(self, wanted: Mapping[uuid.UUID, TopicPartitionsInfo], written: list) -> None:
+        """Record ``wanted`` as initializing beside those that already are (Kafka's
+        addInitializingTopicsRecords): a topic initializing is no longer being deleted."""
+        group = self._working
         initializing = dict(group.initializing)
         for topic_id, info in wanted.items():
             before = initializing.get(topic_id)
             initializing[topic_id] = info if before is None else TopicPartitionsInfo(
                 info.topic_name, before.partitions | info.partitions)
-        # A topic initializing again is no longer being deleted.
-        deleting = {topic_id: name for topic_id, name in group.deleting.items() if topic_id not in wanted}
+        deleting = {topic_id: name for topic_id, name in group.deleting.items() if topic_id not in initializing}
         self._write(written, *state_partition_metadata_record(self.group_id, initializing, group.initialized,
                                                               deleting))
-        return InitializeShareGroupState(self.group_id, group.group_epoch,
-                                         {topic_id: info.partitions for topic_id, info in wanted.items()})
 
     def state_initialized(self, partitions: Mapping[uuid.UUID, Iterable[int]], topics: TopicsView,
                           now_ms: int) -> list:
@@ -415,6 +431,102 @@ class ShareGroup:
         self._write(written, *state_partition_metadata_record(
             self.group_id, _without(group.initializing, failed), group.initialized, group.deleting))
         return self._persist(written)
+
+    # -- the admin APIs: AlterShareGroupOffsets, DeleteShareGroupOffsets, DeleteGroups -------------------
+
+    def alter_offsets(self, start_offsets: Mapping[uuid.UUID, Mapping[int, int]], topic_names: Mapping[uuid.UUID, str],
+                      now_ms: int) -> tuple[InitializeShareGroupState | None, list]:
+        """AlterShareGroupOffsets (Kafka's GroupMetadataManager.alterShareGroupOffsets), for share-partitions
+        the caller found in the metadata: recorded as initializing, and the InitializeShareGroupState that
+        starts them at ``start_offsets`` and at the group epoch, to carry out once that record is durable.
+        An empty group only."""
+        self._check_empty()
+        self._now_ms = now_ms
+        wanted = {topic_id: TopicPartitionsInfo(topic_names[topic_id], frozenset(offsets))
+                  for topic_id, offsets in start_offsets.items() if offsets}
+        if not wanted:
+            return None, []
+        written: list = []
+        self._record_initializing(wanted, written)
+        return (InitializeShareGroupState(self.group_id, self._working.group_epoch,
+                                          {topic_id: info.partitions for topic_id, info in wanted.items()},
+                                          {topic_id: dict(start_offsets[topic_id]) for topic_id in wanted}),
+                self._persist(written))
+
+    def begin_offsets_deletion(self, topic_names: Iterable[str], topics: TopicsView,
+                               now_ms: int) -> tuple[dict[uuid.UUID, frozenset[int]], list[tuple[str, str]], list]:
+        """DeleteShareGroupOffsets, first step (Kafka's sharePartitionsEligibleForOffsetDeletion): (the
+        share-partitions whose state to delete, the topics answered UNKNOWN_TOPIC_OR_PARTITION with Kafka's
+        message, effects). An initialized topic's partitions are deleted and the topic recorded as deleting;
+        a topic deleting already (an earlier deletion did not finish) has all its partitions deleted again;
+        a topic the metadata does not have, or with no share-partitions here, is refused. An empty group
+        only; a group that never recorded share-partitions answers nothing at all, as Kafka's does."""
+        self._check_empty()
+        self._now_ms = now_ms
+        group = self._working
+        if not _has_share_partitions(group):
+            return {}, [], []
+        initialized, deleting = dict(group.initialized), set(group.deleting)
+        deleted: dict[uuid.UUID, frozenset[int]] = {}
+        refused: list[tuple[str, str]] = []
+        for name in topic_names:
+            topic_id, partition_count = topics.by_name.get(name, (None, 0))
+            if topic_id is None:
+                refused.append((name, UNKNOWN_TOPIC_MESSAGE))
+            elif topic_id in initialized:
+                deleted[topic_id] = initialized.pop(topic_id).partitions
+                deleting.add(topic_id)
+            elif topic_id in deleting:
+                deleted[topic_id] = frozenset(range(partition_count))
+            else:
+                refused.append((name, NO_OFFSETS_MESSAGE))
+        written: list = []
+        self._write(written, *state_partition_metadata_record(self.group_id, group.initializing, initialized,
+                                                              _named(deleting, topics)))
+        return deleted, refused, self._persist(written)
+
+    def offsets_deleted(self, topic_ids: Iterable[uuid.UUID], topics: TopicsView, now_ms: int) -> list:
+        """DeleteShareGroupOffsets, second step (Kafka's completeDeleteShareGroupOffsets): the share
+        coordinator deleted these topics' state, so they are no longer deleting."""
+        self._now_ms = now_ms
+        group, done = self._working, set(topic_ids)
+        if not group.exists or not _has_share_partitions(group):
+            return []
+        written: list = []
+        self._write(written, *state_partition_metadata_record(
+            self.group_id, group.initializing, group.initialized, _named(set(group.deleting) - done, topics)))
+        return self._persist(written)
+
+    def begin_deletion(self, topics: TopicsView, now_ms: int) -> tuple[dict[uuid.UUID, frozenset[int]], list]:
+        """DeleteGroups, first step (Kafka 4.1+'s shareGroupBuildPartitionDeleteRequest): every share-partition
+        initialized or initializing, and every partition of a topic still deleting (one the metadata still
+        has), is recorded as deleting: (those share-partitions, whose state the share coordinator is to
+        delete before the group's tombstones are written, effects). An empty group only."""
+        self._check_empty()
+        self._now_ms = now_ms
+        group = self._working
+        if not _has_share_partitions(group):
+            return {}, []
+        doomed: dict[uuid.UUID, TopicPartitionsInfo] = {}
+        for source in (group.initialized, group.initializing):
+            for topic_id, info in source.items():
+                before = doomed.get(topic_id)
+                doomed[topic_id] = info if before is None else TopicPartitionsInfo(
+                    before.topic_name, before.partitions | info.partitions)
+        for topic_id in group.deleting:
+            name = topics.names_by_id.get(topic_id)
+            if name is not None:  # a topic gone since is left out, as Kafka leaves it
+                before = doomed.get(topic_id, TopicPartitionsInfo(name, frozenset()))
+                doomed[topic_id] = TopicPartitionsInfo(before.topic_name,
+                                                       before.partitions | frozenset(range(topics.by_name[name][1])))
+        written: list = []
+        self._write(written, *state_partition_metadata_record(
+            self.group_id, {}, {}, {topic_id: info.topic_name for topic_id, info in doomed.items()}))
+        return {topic_id: info.partitions for topic_id, info in doomed.items()}, self._persist(written)
+
+    def _check_empty(self) -> None:
+        if not self.is_empty():
+            raise CoordinatorError(ErrorCode.NON_EMPTY_GROUP, "The group is not empty.")
 
     # -- timers -----------------------------------------------------------------------------------------
 
@@ -465,10 +577,9 @@ class ShareGroup:
         return ErrorCode.GROUP_ID_NOT_FOUND
 
     def delete(self, now_ms: int) -> list:
-        """DeleteGroups: the tombstones of every record of the group; an empty group only (NON_EMPTY_GROUP).
-        The share coordinator's state of its partitions is not deleted here."""
-        if not self.is_empty():
-            raise CoordinatorError(ErrorCode.NON_EMPTY_GROUP)
+        """DeleteGroups, second step: the tombstones of every record of the group; an empty group only
+        (NON_EMPTY_GROUP). :meth:`begin_deletion` comes first, for the share coordinator's state."""
+        self._check_empty()
         self._now_ms = now_ms
         written: list = []
         for key, value in deletion_records(self.group_id, self._working):
@@ -582,6 +693,17 @@ def _check_epoch(member: ShareGroupMember, epoch: int) -> None:
 def _subscribed_only(assignment: Assignment, member: ShareGroupMember, topics: TopicsView) -> Assignment:
     return {topic_id: partitions for topic_id, partitions in assignment.items()
             if topics.names_by_id.get(topic_id) in member.subscribed_topic_names}
+
+
+def _has_share_partitions(group: StoredShareGroup) -> bool:
+    """Whether the group's ShareGroupStatePartitionMetadata lists anything: Kafka acts on that record's
+    presence, here read as its holding something (an emptied record answers as none)."""
+    return bool(group.initializing or group.initialized or group.deleting)
+
+
+def _named(topic_ids: Iterable[uuid.UUID], topics: TopicsView) -> dict[uuid.UUID, str]:
+    """Deleting topics with the names the metadata gives them now (Kafka's attachTopicName)."""
+    return {topic_id: topics.names_by_id.get(topic_id, UNKNOWN_TOPIC_NAME) for topic_id in topic_ids}
 
 
 def _without(topics: Mapping[uuid.UUID, TopicPartitionsInfo],

@@ -2,11 +2,15 @@
 
 Storage, waiters, loading and timers are the shared coordinator runtime
 (kbroker/coordinator_runtime.py); here: the group records, offsets written
-inside transactions, the groups' timers and offsets' retention, and the
-metadata image as the KIP-848 groups see it.
+inside transactions, the groups' timers and offsets' retention, the
+metadata image as the KIP-848 and share groups see it, and what share groups
+ask of the share coordinator (initializing, reading and deleting their
+share-partitions' state) through the share persister.
 """
 
 from __future__ import annotations
+
+import uuid
 
 from kbroker.coordinator_runtime import CoordinatorRuntime, decode_record, encode_record
 from kbroker.log.clock import SYSTEM_CLOCK, Clock
@@ -99,35 +103,75 @@ class GroupShell(CoordinatorRuntime):
         return work
 
     async def perform(self, key: str, effect) -> None:
-        """A share group's InitializeShareGroupState: asked of the share coordinator in the background (the
-        heartbeat that asked is answered meanwhile); the group hears the outcome per share-partition."""
+        """A share group's InitializeShareGroupState after a heartbeat: asked of the share coordinator in the
+        background (the heartbeat that asked is answered meanwhile)."""
         from kbroker.group.share import InitializeShareGroupState
 
         if not isinstance(effect, InitializeShareGroupState):
             await super().perform(key, effect)
             return
-        self._nursery.start_soon(self._initialize_share_state, effect)
+        self._nursery.start_soon(self.initialize_share_state, effect)
 
-    async def _initialize_share_state(self, effect) -> None:
+    # -- share groups at the share coordinator (KIP-932): kbroker/share/persister.py --------------------------
+
+    async def initialize_share_state(self, effect) -> dict[tuple[uuid.UUID, int], tuple[int, str | None]]:
+        """Have the share coordinator initialize the share-partitions of ``effect`` (an
+        InitializeShareGroupState), and tell their group the outcome once it is durable: those done may be
+        assigned; after a heartbeat, those that failed are asked for again (see the effect). The error code
+        and message per share-partition."""
         from kbroker.effects import CoordinatorError
         from kbroker.group.share import ShareGroup
         from kbroker.wire.errors import ErrorCode
 
-        errors = await self.broker.share_persister.initialize(effect.group_id, effect.state_epoch, effect.partitions)
+        results = await self._initialized(effect)
         done: dict = {}
         failed: dict = {}
-        for (topic_id, partition), error_code in errors.items():
+        for (topic_id, partition), (error_code, _) in results.items():
             (done if error_code == ErrorCode.NONE else failed).setdefault(topic_id, set()).add(partition)
         try:
             self.coordinator.check(effect.group_id)
         except CoordinatorError:
-            return  # no longer coordinated here: the new coordinator asks again
+            return results  # no longer coordinated here: the new coordinator asks again
         group = self.coordinator.groups.get(effect.group_id)
-        if not isinstance(group, ShareGroup):
-            return
-        now = self.now_ms()
-        self.apply(effect.group_id, group.state_initialized(done, self.topics_view(), now)
-                   + group.state_initialization_failed(failed, now))
+        if isinstance(group, ShareGroup):
+            now = self.now_ms()
+            effects = group.state_initialized(done, self.topics_view(), now)
+            if effect.start_offsets is None:
+                effects += group.state_initialization_failed(failed, now)
+            await self.wait_applied(effect.group_id, effects)
+        return results
+
+    async def _initialized(self, effect) -> dict[tuple[uuid.UUID, int], tuple[int, str | None]]:
+        persister = self.broker.share_persister
+        if effect.start_offsets is None:
+            errors = await persister.initialize(effect.group_id, effect.state_epoch, effect.partitions)
+            return {key: (error_code, None) for key, error_code in errors.items()}
+        return await persister.initialize_at(effect.group_id, effect.state_epoch, effect.start_offsets)
+
+    async def share_state_summaries(self, group_id: str, partitions: dict[uuid.UUID, frozenset[int]]) -> dict:
+        """ReadShareGroupStateSummary's partition result per share-partition: its error code, start offset,
+        leader epoch and delivery complete count."""
+        return await self.broker.share_persister.summaries(group_id, partitions)
+
+    async def delete_share_state(self, group_id: str,
+                                 partitions: dict[uuid.UUID, frozenset[int]]) -> dict[tuple[uuid.UUID, int], int]:
+        """DeleteShareGroupState: an error code per share-partition."""
+        return await self.broker.share_persister.delete(group_id, partitions)
+
+    async def delete_share_group_state(self, group_id: str) -> int:
+        """DeleteGroups of a share group, first step (Kafka 4.1+): its share-partitions recorded as deleting,
+        then their state deleted at the share coordinator. NONE when the group's tombstones may follow (any
+        other group's at once), else the error that keeps the group. CoordinatorError as the core raises it."""
+        from kbroker.wire.errors import ErrorCode
+
+        begun = self.coordinator.share_group_state_deletion(group_id, self.topics_view(), self.now_ms())
+        if begun is None:
+            return ErrorCode.NONE
+        partitions, effects = begun
+        if not await self.wait_applied(group_id, effects):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        errors = await self.delete_share_state(group_id, partitions) if partitions else {}
+        return next((error_code for error_code in errors.values() if error_code != ErrorCode.NONE), ErrorCode.NONE)
 
     def topics_view(self):
         """The image's topics as the consumer-group core sees them (internal ones left out), per image."""

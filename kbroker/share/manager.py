@@ -59,7 +59,7 @@ class Acquired:
 class _Entry:
     """One share-partition, or its state being read."""
 
-    __slots__ = ("key", "leader_epoch", "partition", "ready", "error", "write_lock")
+    __slots__ = ("key", "leader_epoch", "partition", "ready", "error", "write_lock", "writing", "idle")
 
     def __init__(self, key: ShareKey, leader_epoch: int) -> None:
         self.key = key
@@ -68,6 +68,9 @@ class _Entry:
         self.ready = trio.Event()
         self.error = ErrorCode.NONE
         self.write_lock = trio.Lock()  # FIFO: writes leave in the order they were made
+        self.writing = 0  # writes made and not yet settled
+        self.idle = trio.Event()  # set while none is
+        self.idle.set()
 
 
 class SharePartitionManager:
@@ -77,6 +80,7 @@ class SharePartitionManager:
         self._sessions: ShareSessionCache | None = None
         self._connections: weakref.WeakSet = weakref.WeakSet()  # those whose close ends share sessions
         self._entries: dict[ShareKey, _Entry] = {}
+        self._retired: dict[ShareKey, _Entry] = {}  # dropped with writes still on their way
         self._available = trio.Event()  # set (and replaced) when records become available again
         self._nursery: trio.Nursery | None = None
         self._closed = False
@@ -129,6 +133,9 @@ class SharePartitionManager:
         group_id, topic_id, index = entry.key
         from kbroker.share.partition import SharePartition
 
+        retired = self._retired.pop(entry.key, None)
+        if retired is not None:
+            await retired.idle.wait()  # what it still writes is in the state read next
         try:
             error, state = await self.broker.share_persister.read(group_id, topic_id, index, entry.leader_epoch)
             if error == ErrorCode.NONE:
@@ -180,10 +187,13 @@ class SharePartitionManager:
         return group_config(self.broker.image, self.broker.config, group_id).share_isolation_level
 
     def _drop(self, entry: _Entry) -> None:
-        """Forget a share-partition (leadership moved on): its records' locks go with it, and the next leader
-        resumes from what was written, as Kafka's does."""
+        """Forget a share-partition (leadership moved on, or no member of its group fetches here any more): its
+        records' locks go with it, and the next use reads the state again once the writes still on their way are
+        settled, as Kafka's SharePartitionManager drops a SharePartition on a leader change or an empty group."""
         if self._entries.get(entry.key) is entry:
             del self._entries[entry.key]
+            if entry.writing:
+                self._retired[entry.key] = entry
 
     # -- acquiring ----------------------------------------------------------------------------------------------
 
@@ -240,7 +250,7 @@ class SharePartitionManager:
             return share_partition.write_failed(result.write, ErrorCode.NOT_LEADER_OR_FOLLOWER).error_code
         outcome: list[WriteOutcome] = []
         finished = trio.Event()
-        self._nursery.start_soon(self._write, entry, result.write, (outcome, finished))
+        self._start_write(entry, result.write, (outcome, finished))
         await finished.wait()
         return outcome[0].error_code
 
@@ -258,9 +268,15 @@ class SharePartitionManager:
         return connection
 
     def session_closed(self, closed: ClosedSession | None) -> None:
-        """A member's share session here ended: its acquired records of the session's partitions go back."""
-        if closed is not None:
-            self.release_session(closed.group_id, closed.member_id, closed.partitions)
+        """A member's share session here ended: its acquired records of the session's partitions go back. When it
+        was its group's last session here, the group's share-partitions are dropped (Kafka's onGroupEmpty): an
+        empty group's offsets may be altered or deleted, or the group deleted, and the next fetch must read that."""
+        if closed is None:
+            return
+        self.release_session(closed.group_id, closed.member_id, closed.partitions)
+        if closed.last_in_group:
+            for entry in [entry for key, entry in self._entries.items() if key[0] == closed.group_id]:
+                self._drop(entry)
 
     def member_left(self, group_id: str, member_id: str) -> None:
         """The member left its share group (or its session there ran out): its session here ends and its
@@ -287,7 +303,13 @@ class SharePartitionManager:
         if self._stopping():
             entry.partition.write_failed(write, ErrorCode.NOT_LEADER_OR_FOLLOWER)
         else:
-            self._nursery.start_soon(self._write, entry, write, None)
+            self._start_write(entry, write, None)
+
+    def _start_write(self, entry: _Entry, write: StateWrite, report) -> None:
+        entry.writing += 1
+        if entry.idle.is_set():
+            entry.idle = trio.Event()
+        self._nursery.start_soon(self._write, entry, write, report)
 
     def _stopping(self) -> bool:
         """The broker stops (or never started): the manager's nursery takes no more work."""
@@ -323,6 +345,9 @@ class SharePartitionManager:
                 outcome = share_partition.write_failed(write, error)
             if outcome.records_released:
                 self._wake()
+            entry.writing -= 1
+            if not entry.writing:
+                entry.idle.set()
             if report is not None:
                 report[0].append(outcome)
                 report[1].set()

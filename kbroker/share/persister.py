@@ -34,7 +34,9 @@ _DEADLINE_S = 10.0  # how long one share-partition's request is tried
 _BACKOFF_S = 0.05  # the first wait before trying again; it doubles ...
 _BACKOFF_MAX_S = 1.0  # ... up to this
 _CONCURRENT_MAX = 32  # share-partitions of one call asked at once
-_VERSION = 0  # of every share-state API: the first, which every kbroker serves
+# The version each share-state API is sent at: v0, which every kbroker serves, but for the summary's v1, whose
+# delivery complete count (KIP-1226) DescribeShareGroupOffsets' lag needs.
+_VERSIONS = {"ReadShareGroupStateSummary": 1}
 _RETRIED = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE,
                       ErrorCode.COORDINATOR_LOAD_IN_PROGRESS})
 
@@ -59,6 +61,20 @@ class SharePersister:
         results = await self._each("InitializeShareGroupState", group_id, partitions, lambda partition: {
             "partition": partition, "state_epoch": state_epoch, "start_offset": UNINITIALIZED_START_OFFSET})
         return {key: result.error_code for key, result in results.items()}
+
+    async def initialize_at(self, group_id: str, state_epoch: int,
+                            start_offsets: Mapping[uuid.UUID, Mapping[int, int]]) -> dict[tuple[uuid.UUID, int],
+                                                                                         tuple[int, str | None]]:
+        """InitializeShareGroupState at the given start offsets (AlterShareGroupOffsets): (error code, error
+        message) per (topic id, partition)."""
+        results: dict[tuple[uuid.UUID, int], tuple[int, str | None]] = {}
+        for topic_id, offsets in start_offsets.items():
+            answered = await self._each("InitializeShareGroupState", group_id, {topic_id: offsets},
+                                        lambda partition, offsets=offsets: {
+                                            "partition": partition, "state_epoch": state_epoch,
+                                            "start_offset": offsets[partition]})
+            results.update({key: (result.error_code, result.error_message) for key, result in answered.items()})
+        return results
 
     async def read(self, group_id: str, topic_id: uuid.UUID, partition: int,
                    leader_epoch: int) -> tuple[int, PersistedState | None]:
@@ -97,6 +113,13 @@ class SharePersister:
         results = await self._each("ReadShareGroupStateSummary", group_id, partitions,
                                    lambda partition: {"partition": partition, "leader_epoch": leader_epoch})
         return {key: (result.error_code, result.start_offset) for key, result in results.items()}
+
+    async def summaries(self, group_id: str, partitions: Mapping[uuid.UUID, Iterable[int]]) -> dict[
+            tuple[uuid.UUID, int], object]:
+        """ReadShareGroupStateSummary v1's partition result per (topic id, partition): error code, start offset,
+        leader epoch and delivery complete count (DescribeShareGroupOffsets)."""
+        return await self._each("ReadShareGroupStateSummary", group_id, partitions,
+                                lambda partition: {"partition": partition, "leader_epoch": -1})
 
     # -- sending ----------------------------------------------------------------------------------------------
 
@@ -151,7 +174,7 @@ class SharePersister:
             if address is not None:
                 try:
                     response = await broker.peers.call(
-                        address, api_name, _VERSION, request, client_id=f"share-persister-{broker.node_id}",
+                        address, api_name, _VERSIONS.get(api_name, 0), request, client_id=f"share-persister-{broker.node_id}",
                         timeout_s=max(0.0, deadline - trio.current_time()))
                 except OSError:  # unreachable: tried again
                     return _failed(api_name, request, ErrorCode.COORDINATOR_NOT_AVAILABLE)

@@ -80,12 +80,19 @@ def _add_topics(commands) -> None:
 
 
 def _add_groups(commands) -> None:
-    actions = _actions(_command(commands, "groups", "list consumer groups, show their lag, reset their offsets"))
-    _command(actions, "list", "the groups' names")
+    actions = _actions(_command(commands, "groups", "list consumer and share groups, show their lag, reset their "
+                                "offsets"))
+    _command(actions, "list", "the groups' names, types and protocols, as kafka-groups --list prints them")
     _command(actions, "describe", "committed offsets, log-end offsets, lag and members, as "
-             "kafka-consumer-groups --describe prints them").add_argument("group", help="the group")
-    reset = _command(actions, "reset-offsets", "move an inactive group's committed offsets on a topic")
+             "kafka-consumer-groups --describe prints them (a share group's start offsets, lag and members, as "
+             "kafka-share-groups --describe and --describe --members print them)").add_argument(
+        "group", help="the group")
+    reset = _command(actions, "reset-offsets", "move an inactive group's committed offsets (a share group's start "
+                     "offsets) on a topic")
     reset.add_argument("group", help="the group (it must have no members)")
+    reset.add_argument("--share", action="store_true",
+                       help="the group is a share group: one that does not exist yet is made one, as "
+                            "kafka-share-groups --reset-offsets makes it")
     reset.add_argument("--topic", required=True, help="the topic whose offsets move")
     target = reset.add_mutually_exclusive_group(required=True)
     target.add_argument("--to-earliest", action="store_true", help="to the start of each partition")

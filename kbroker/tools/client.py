@@ -23,7 +23,7 @@ from kbroker.wire.schema import API_BY_NAME
 # Newest versions the commands use: beyond these, topics go by id, or groups come in batches.
 VERSION_CAPS = {"Metadata": 12, "Produce": 9, "Fetch": 12, "ListOffsets": 7, "CreateTopics": 7, "DeleteTopics": 5,
                 "CreatePartitions": 3, "IncrementalAlterConfigs": 1, "DescribeConfigs": 4, "FindCoordinator": 3,
-                "ListGroups": 4, "DescribeGroups": 5, "OffsetFetch": 7, "OffsetCommit": 8, "ApiVersions": 3,
+                "ListGroups": 5, "DescribeGroups": 5, "OffsetFetch": 7, "OffsetCommit": 8, "ApiVersions": 3,
                 "DescribeQuorum": 1, "DescribeTopicPartitions": 0}
 _CLIENT_ID = "kbroker-cli"
 LATEST, EARLIEST = -1, -2  # ListOffsets' timestamps for the end and the start of a partition

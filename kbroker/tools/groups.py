@@ -1,8 +1,11 @@
-"""``kbroker groups list|describe|reset-offsets``: kafka-consumer-groups for people without it.
+"""``kbroker groups list|describe|reset-offsets``: kafka-groups, kafka-consumer-groups and kafka-share-groups
+for people without them.
 
-A group is described as Kafka's admin client describes it: ConsumerGroupDescribe (KIP-848 groups)
-where the broker speaks it, else, or for a classic group, DescribeGroups with each member's
-assignment decoded from the consumer protocol. The tables have kafka-consumer-groups' columns.
+``list`` is kafka-groups --list: each group with its type (classic, consumer, share) and protocol. A
+group is described as Kafka's admin client describes it: ConsumerGroupDescribe (KIP-848 groups) where
+the broker speaks it, else ShareGroupDescribe (share groups, kbroker/tools/share_groups.py), else, or
+for a classic group, DescribeGroups with each member's assignment decoded from the consumer protocol.
+The tables have kafka-consumer-groups' (kafka-share-groups') columns.
 """
 
 from __future__ import annotations
@@ -11,13 +14,14 @@ import struct
 import sys
 from dataclasses import dataclass
 
+from kbroker.tools import share_groups
 from kbroker.tools.client import EARLIEST, LATEST, Client, CommandFailed, check_error_code
+from kbroker.tools.share_groups import MISSING
 from kbroker.wire.errors import ErrorCode
 from kbroker.wire.primitives import DecodeError, read_string
 from kbroker.wire.schema import API_BY_NAME
 
 OffsetCommitTopic = API_BY_NAME["OffsetCommit"].request_class.OffsetCommitRequestTopic
-MISSING = "-"  # Kafka's tools' cell for what is not known
 DEAD = "Dead"  # the state a coordinator gives a group it does not know
 
 
@@ -33,6 +37,7 @@ class Member:
 class Group:
     state: str
     members: list[Member]
+    share: object = None  # a share group's ShareGroupDescribe answer; None for a consumer (or classic) group
 
 
 def kafka_columns(rows: list[list], widths: list[int]) -> None:
@@ -44,13 +49,18 @@ def kafka_columns(rows: list[list], widths: list[int]) -> None:
 
 
 def list_groups(client: Client, args) -> None:
-    names = set()
+    """As kafka-groups --list: GROUP, TYPE and PROTOCOL (the type is blank where a broker does not give it,
+    before ListGroups v5), columns as wide as the widest cell and at least 20."""
+    listed = {}
     for node_id in {b.node_id for b in client.metadata([]).brokers}:
         answer = client.broker(node_id).call("ListGroups")
         check_error_code(answer.error_code, f"broker {node_id}")
-        names.update(group.group_id for group in answer.groups)
-    for name in sorted(names):
-        print(name)
+        listed.update({group.group_id: [group.group_id, group.group_type, group.protocol_type]
+                       for group in answer.groups})
+    rows = [["GROUP", "TYPE", "PROTOCOL"], *(listed[name] for name in sorted(listed))]
+    width = max(20, *(len(cell) for row in rows for cell in row))
+    for row in rows:
+        print(" ".join(cell.ljust(width) for cell in row[:-1]), row[-1])
 
 
 def committed_offsets(client: Client, group: str) -> dict[tuple[str, int], int]:
@@ -64,6 +74,10 @@ def described_group(client: Client, group: str) -> Group:
     """The group as its coordinator describes it (DEAD: it does not know it)."""
     coordinator = client.coordinator(group)
     described = _consumer_group(coordinator, group) if "ConsumerGroupDescribe" in coordinator.versions else None
+    if described is None and "ShareGroupDescribe" in coordinator.versions:
+        share = share_groups.described(coordinator, group)
+        if share is not None:
+            described = Group(share.group_state, [], share)
     return described if described is not None else _classic_group(coordinator, group)
 
 
@@ -113,6 +127,9 @@ def describe(client: Client, args) -> None:
     described = described_group(client, args.group)
     if described.state == DEAD:
         raise CommandFailed(f"Consumer group '{args.group}' does not exist.")
+    if described.share is not None:
+        _describe_share_group(client, args.group, described.share)
+        return
     rows = _offset_rows(client, args.group, described.members)
     if described.state == "Empty":
         print(f"\nConsumer group '{args.group}' has no active members.", file=sys.stderr)
@@ -125,6 +142,18 @@ def describe(client: Client, args) -> None:
     widths = [max(15, *(len(str(row[column])) for row in rows)) if column in (0, 1, 6, 7) else width
               for column, width in enumerate([0, 0, 10, 15, 15, 15, 0, 0])]
     kafka_columns([header, *rows], widths)
+
+
+def _describe_share_group(client: Client, group: str, description) -> None:
+    """As kafka-share-groups --describe, then --describe --members (left out without members); the state
+    on stderr when the group has no members."""
+    offsets = share_groups.offsets_table(client.coordinator(group), group)
+    if description.group_state == "Empty":
+        print(f"\nShare group '{group}' has no active members.", file=sys.stderr)
+    kafka_columns(*offsets)
+    members = share_groups.members_table(group, description)
+    if members is not None:
+        kafka_columns(*members)
 
 
 def _offset_rows(client: Client, group: str, members: list[Member]) -> list[list]:
@@ -146,9 +175,15 @@ def _offset_rows(client: Client, group: str, members: list[Member]) -> list[list
 
 def reset_offsets(client: Client, args) -> None:
     """As kafka-consumer-groups --reset-offsets: only for a group without members (one that does not exist
-    yet gets the offsets)."""
+    yet gets the offsets). A share group's start offsets are set as kafka-share-groups --reset-offsets sets
+    them; ``--share`` makes a group that does not exist yet a share group."""
     described = described_group(client, args.group)
-    if described.members:
+    share = described.share is not None or (args.share and described.state == DEAD)
+    if args.share and not share:
+        raise CommandFailed(f"Group '{args.group}' is not a share group.")
+    if share:
+        share_groups.refuse_reset(args.group, described.state)
+    elif described.members:
         raise CommandFailed(f"Assignments can only be reset if the group '{args.group}' is inactive, but the "
                             f"current state is {described.state}.")
     if args.to_offset is not None:
@@ -160,10 +195,17 @@ def reset_offsets(client: Client, args) -> None:
     if not args.execute:
         print("\nDry run: add --execute to reset.")
         return
-    answer = client.coordinator(args.group).call(
-        "OffsetCommit", group_id=args.group, generation_id_or_member_epoch=-1, member_id="",
-        topics=[OffsetCommitTopic(name=args.topic, partitions=[OffsetCommitTopic.OffsetCommitRequestPartition(
+    if share:
+        share_groups.reset_offsets(client.coordinator(args.group), args.group, args.topic, targets)
+    else:
+        _commit_offsets(client, args.group, args.topic, targets)
+    print(f"\nReset offsets of group {args.group} on {args.topic}.")
+
+
+def _commit_offsets(client: Client, group: str, topic: str, targets: dict[int, int]) -> None:
+    answer = client.coordinator(group).call(
+        "OffsetCommit", group_id=group, generation_id_or_member_epoch=-1, member_id="",
+        topics=[OffsetCommitTopic(name=topic, partitions=[OffsetCommitTopic.OffsetCommitRequestPartition(
             partition_index=p, committed_offset=o, committed_metadata="") for p, o in sorted(targets.items())])])
     for result in answer.topics[0].partitions:
-        check_error_code(result.error_code, f"{args.topic}-{result.partition_index}")
-    print(f"\nReset offsets of group {args.group} on {args.topic}.")
+        check_error_code(result.error_code, f"{topic}-{result.partition_index}")

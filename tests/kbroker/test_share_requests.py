@@ -172,14 +172,14 @@ def test_records_whose_lock_runs_out_are_delivered_again(running):
         assert acquired(again) == [(0, 0, 2)]
         assert time.monotonic() - taken >= LOCK_DURATION_MS / 1000 * 0.9
         fetch(connection, "timed-out", "m1", 2, topic_id, acknowledgements=[(0, 0, REJECT)], max_wait_ms=0)
-    labels = {"group": "timed-out", "topic": "timed-out", "partition": "0"}
-    assert {name: scraped(running, name, labels) for name in (
-        "kbroker_share_partition_in_flight_records", "kbroker_share_partition_acquired_records",
-        "kbroker_share_partition_acquired_total", "kbroker_share_partition_redelivered_total",
-        "kbroker_share_partition_acknowledged_total", "kbroker_share_partition_archived_total")} == {
-        "kbroker_share_partition_in_flight_records": 0, "kbroker_share_partition_acquired_records": 0,
-        "kbroker_share_partition_acquired_total": 2, "kbroker_share_partition_redelivered_total": 1,
-        "kbroker_share_partition_acknowledged_total": 0, "kbroker_share_partition_archived_total": 1}
+        labels = {"group": "timed-out", "topic": "timed-out", "partition": "0"}  # while its session is open here
+        assert {name: scraped(running, name, labels) for name in (
+            "kbroker_share_partition_in_flight_records", "kbroker_share_partition_acquired_records",
+            "kbroker_share_partition_acquired_total", "kbroker_share_partition_redelivered_total",
+            "kbroker_share_partition_acknowledged_total", "kbroker_share_partition_archived_total")} == {
+            "kbroker_share_partition_in_flight_records": 0, "kbroker_share_partition_acquired_records": 0,
+            "kbroker_share_partition_acquired_total": 2, "kbroker_share_partition_redelivered_total": 1,
+            "kbroker_share_partition_acknowledged_total": 0, "kbroker_share_partition_archived_total": 1}
 
 
 def scraped(running, name: str, labels: dict) -> float:
