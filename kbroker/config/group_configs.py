@@ -18,9 +18,8 @@ never see one outside. Coordinators read a group's settings with :func:`group_co
 
 from __future__ import annotations
 
-import dataclasses
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 from typing import Mapping
 
 from kbroker.config import BrokerConfig
@@ -218,7 +217,7 @@ class GroupConfig:
         return ShareAutoOffsetReset.parse(self.share_auto_offset_reset)
 
 
-assert [field.name for field in dataclasses.fields(GroupConfig)][:-1] == [
+assert [field.name for field in fields(GroupConfig)][:-1] == [
     group.setting.attribute for group in GROUP_SETTINGS]
 
 
@@ -300,3 +299,17 @@ def check_group_configs(config: BrokerConfig, texts: Mapping[str, str]) -> None:
     for session, heartbeat in SESSION_OVER_HEARTBEAT:
         if (session in texts or heartbeat in texts) and values[session] <= values[heartbeat]:
             raise InvalidGroupConfig(f"{session} must be greater than {heartbeat}")
+
+
+def apply_group_timings(group, image: MetadataImage, config: BrokerConfig) -> None:
+    """Give a KIP-848 or share group (its ``kind``, ``group_id`` and frozen ``config``) its own session timeout
+    and heartbeat interval: the group configs consumer.* or share.*, else the broker's group.* settings, read at
+    each heartbeat as Kafka's GroupMetadataManager reads them."""
+    configs = group_config(image, config, group.group_id)
+    if group.kind == "share":
+        timings = configs.share_session_timeout_ms, configs.share_heartbeat_interval_ms
+    else:
+        timings = configs.consumer_session_timeout_ms, configs.consumer_heartbeat_interval_ms
+    if (group.config.session_timeout_ms, group.config.heartbeat_interval_ms) != timings:
+        group.config = replace(group.config, session_timeout_ms=timings[0],
+                                heartbeat_interval_ms=timings[1])

@@ -7,6 +7,7 @@ once the records of any change are durable.
 from __future__ import annotations
 
 from kbroker import handlers
+from kbroker.config.group_configs import apply_group_timings
 from kbroker.security.acls import AclOperation
 from kbroker.security.authorization import require_group
 from kbroker.effects import CoordinatorError
@@ -25,6 +26,7 @@ async def handle(broker, context, request):
         if not request.group_id:
             raise CoordinatorError(ErrorCode.INVALID_REQUEST, "GroupId can't be empty.")
         group, conversion = shell.coordinator.consumer_group(request.group_id, now, create=request.member_epoch == 0)
+        apply_group_timings(group, broker.image, broker.config)
         response, effects = group.heartbeat(request, context.api_version, context.header.client_id or "",
                                             context.client_host, shell.topics_view(), now)
     except CoordinatorError as error:

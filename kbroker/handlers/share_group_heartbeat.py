@@ -8,6 +8,7 @@ the heartbeat that first subscribes to them asks for that, and a later one assig
 from __future__ import annotations
 
 from kbroker import handlers
+from kbroker.config.group_configs import apply_group_timings
 from kbroker.effects import CoordinatorError
 from kbroker.security.acls import AclOperation
 from kbroker.security.authorization import require_group
@@ -28,6 +29,7 @@ async def handle(broker, context, request):
         if (refusal := request_error(request)) is not None:  # before the group is made: a refusal changes nothing
             raise CoordinatorError(*refusal)
         group = shell.coordinator.share_group(request.group_id, request.member_epoch, now)
+        apply_group_timings(group, broker.image, broker.config)
         response, effects = group.heartbeat(request, context.header.client_id or "", context.client_host,
                                             shell.topics_view(), now)
     except CoordinatorError as error:

@@ -211,3 +211,14 @@ def test_a_read_committed_share_group_never_delivers_aborted_records(running):
         # offset 0 aborted, 1 its marker, 2 committed, 3 its marker: only 2 is delivered
         assert acquired(response) == [(2, 2, 1)]
         assert b"committed" in values(response)
+
+
+def test_a_share_group_heartbeats_at_its_own_interval(running):
+    """share.heartbeat.interval.ms set on the group overrides the broker's group.share.heartbeat.interval.ms."""
+    prepare(running, "own-interval", 0, **{"share.heartbeat.interval.ms": "150"})
+    with Connection(running.port) as connection:
+        join(connection, "own-interval", "m1")
+        response = connection.call("ShareGroupHeartbeat", 1, Heartbeat(group_id="own-interval", member_id="m1",
+                                                                       member_epoch=0, subscribed_topic_names=["own-interval"]))
+        assert (response.error_code, response.heartbeat_interval_ms) == (ErrorCode.NONE, 150)
+    assert SETTINGS["group.share.heartbeat.interval.ms"] != 150
