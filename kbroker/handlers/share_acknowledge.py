@@ -8,8 +8,8 @@ partition as ShareFetch checks it. Each partition is answered once its write is 
 from __future__ import annotations
 
 from kbroker import handlers
-from kbroker.handlers.leader_hints import node_endpoints
-from kbroker.handlers.share_common import acknowledge_all, acknowledgement_batches, find_share_partitions
+from kbroker.handlers.share_common import (acknowledge_all, acknowledgement_batches, find_share_partitions,
+                                           share_response)
 from kbroker.security.acls import AclOperation, ResourceType
 from kbroker.security.authorization import allowed
 from kbroker.wire.errors import ErrorCode
@@ -40,13 +40,7 @@ async def handle(broker, context, request):
         by_topic.setdefault(named.topic_id, []).append(PartitionData(
             partition_index=named.index, error_code=acknowledged.get(key, named.error_code),
             current_leader=PartitionData.LeaderIdAndEpoch(*(named.leader or (-1, -1)))))
-    response = ShareAcknowledgeResponse(
-        error_code=ErrorCode.NONE,
-        acquisition_lock_timeout_ms=manager.partition_config(group_id).record_lock_duration_ms,
-        responses=[TopicResponse(topic_id=topic_id, partitions=partitions) for topic_id, partitions in by_topic.items()])
-    if found.leaders:
-        response.node_endpoints = node_endpoints(broker.image, found.leaders, ShareAcknowledgeResponse, context.listener)
-    return response
+    return share_response(broker, context, ShareAcknowledgeResponse, TopicResponse, group_id, by_topic, found)
 
 
 def _refused(error_code: int, message: str | None = None):

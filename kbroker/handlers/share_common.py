@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import trio
 
+from kbroker.handlers.leader_hints import node_endpoints
 from kbroker.handlers.partition_guard import guard_topic
 from kbroker.security.acls import AclOperation
 from kbroker.wire.errors import ErrorCode
@@ -91,6 +92,18 @@ async def acknowledge_all(broker, group_id: str, member_id: str, found: Found,
             else:
                 nursery.start_soon(acknowledge, key, named, batches)
     return errors
+
+
+def share_response(broker, context, response_class, topic_class, group_id: str, by_topic: dict, found: Found):
+    """ShareFetch's or ShareAcknowledge's answer: the partitions by topic, the group's acquisition lock
+    duration, and the endpoints of the leaders hinted at (KIP-951)."""
+    response = response_class(
+        error_code=ErrorCode.NONE,
+        acquisition_lock_timeout_ms=broker.share_partitions.partition_config(group_id).record_lock_duration_ms,
+        responses=[topic_class(topic_id=topic_id, partitions=partitions) for topic_id, partitions in by_topic.items()])
+    if found.leaders:
+        response.node_endpoints = node_endpoints(broker.image, found.leaders, response_class, context.listener)
+    return response
 
 
 def acknowledgement_batches(partition) -> list:

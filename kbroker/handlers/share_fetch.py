@@ -19,11 +19,10 @@ import trio
 
 from kbroker import handlers
 from kbroker.handlers.fetch import wait_for_any
-from kbroker.handlers.leader_hints import node_endpoints
-from kbroker.handlers.share_common import acknowledge_all, acknowledgement_batches, find_share_partitions
-from kbroker.security.acls import AclOperation
+from kbroker.handlers.share_common import (acknowledge_all, acknowledgement_batches, find_share_partitions,
+                                           share_response)
+from kbroker.security.acls import AclOperation, ResourceType
 from kbroker.security.authorization import allowed
-from kbroker.security.acls import ResourceType
 from kbroker.wire.errors import ErrorCode
 from kbroker.wire.schema import API_BY_NAME
 
@@ -79,13 +78,7 @@ async def handle(broker, context, request):
             acquired_records=[PartitionData.AcquiredRecords(first_offset=run.first_offset, last_offset=run.last_offset,
                                                             delivery_count=run.delivery_count)
                               for run in (taken.acquired if taken else ())]))
-    response = ShareFetchResponse(
-        error_code=ErrorCode.NONE,
-        acquisition_lock_timeout_ms=manager.partition_config(group_id).record_lock_duration_ms,
-        responses=[TopicResponse(topic_id=topic_id, partitions=partitions) for topic_id, partitions in by_topic.items()])
-    if found.leaders:
-        response.node_endpoints = node_endpoints(broker.image, found.leaders, ShareFetchResponse, context.listener)
-    return response
+    return share_response(broker, context, ShareFetchResponse, TopicResponse, group_id, by_topic, found)
 
 
 async def _acquire(broker, request, group_id: str, member_id: str, found, keys) -> dict:

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from kbroker.log.clock import SYSTEM_CLOCK, Clock
-from kbroker.share.persisted import UNINITIALIZED_START_OFFSET
+from kbroker.share.persisted import UNINITIALIZED_START_OFFSET, answer_for_write_error
 from kbroker.wire.errors import ErrorCode
 from kbroker.wire.records import iter_batches
 
@@ -371,8 +371,6 @@ class SharePartitionManager:
 
 def _answer_for_read_error(error_code: int) -> int:
     """What a share fetch is answered when the state could not be read (Kafka's SharePartition.fetchPersisterError)."""
-    from kbroker.share.persisted import answer_for_write_error
-
     return ErrorCode.NONE if error_code == ErrorCode.NONE else answer_for_write_error(error_code)
 
 
