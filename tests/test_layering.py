@@ -35,6 +35,7 @@ coordinator_runtime: effects handlers topics
 data_directories: config
 effects:
 event_log:
+fetch_sessions:
 group: coordinator_records coordinator_runtime effects topics
 http:
 handlers: config controller coordinator_runtime effects event_log group metadata producer_ids results schemas security
