@@ -270,6 +270,8 @@ class FetchSessionCache:
         self.eviction_ms = eviction_ms
         self.max_session_partitions = max_session_partitions
         self.evictions = 0  # Kafka's IncrementalFetchSessionEvictionsPerSec, counted
+        self.opened = 0  # sessions opened
+        self.incremental_requests = 0  # requests served as incremental ones (IncrementalFetchContext)
         self._session_ids = session_ids or functools.partial(random.Random().randint, 1, _MAX_INT32)
         self._sessions: dict[int, _Session] = {}
 
@@ -325,6 +327,7 @@ class FetchSessionCache:
                                 updated=updated, removed=removed, closed_session_id=session.id, _named=named)
         session.last_used_ms = now_ms
         session.epoch = next_epoch(session.epoch)
+        self.incremental_requests += 1
         return FetchContext(ContextKind.INCREMENTAL, epoch, session_id=session.id,
                             partitions=tuple(cached.request for cached in session.partitions.values()),
                             added=added, updated=updated, removed=removed, _session=session)
@@ -370,6 +373,7 @@ class FetchSessionCache:
         session = _Session(self._new_session_id(), context._privileged, context._uses_topic_ids, now_ms, now_ms,
                            next_epoch(INITIAL_EPOCH), partitions)
         self._sessions[session.id] = session
+        self.opened += 1
         return session.id
 
     def _evict_for(self, privileged: bool, size: int, now_ms: int) -> bool:

@@ -100,6 +100,20 @@ class _StateCollector:
         yield sizes
         yield _group_lag(broker)
         yield from _share_partitions(broker)
+        yield from _fetch_sessions(broker.fetch_sessions)
+
+
+def _fetch_sessions(cache):
+    """Kafka's FetchSessionCache metrics (NumIncrementalFetchSessions, NumIncrementalFetchPartitionsCached,
+    IncrementalFetchSessionEvictionsPerSec as a count), and the requests the sessions spared a full answer."""
+    yield _gauge("kbroker_fetch_sessions", "Fetch sessions (KIP-227) kept", len(cache))
+    yield _gauge("kbroker_fetch_session_partitions", "Partitions over all fetch sessions", cache.partition_count)
+    for name, documentation, value in (
+            ("kbroker_fetch_sessions_opened", "Fetch sessions opened", cache.opened),
+            ("kbroker_fetch_session_evictions", "Fetch sessions evicted for a new one", cache.evictions),
+            ("kbroker_incremental_fetches", "Fetch requests served in a session, answered with what changed",
+             cache.incremental_requests)):
+        yield CounterMetricFamily(name, documentation, value=value)
 
 
 def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:

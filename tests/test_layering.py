@@ -25,8 +25,8 @@ ALLOWED: dict[str, set[str]] = {
     "raft": {"log", "wire"},
 }
 KBROKER_ARROWS = """
-broker: config controller data_directories group http lifecycle listen metadata metrics peers producer_ids replication
-        schemas security server share topics txn
+broker: config controller data_directories fetch_sessions group http lifecycle listen metadata metrics peers
+        producer_ids replication schemas security server share topics txn
 cli: broker config controller data_directories event_log listen metadata schemas tools
 config: metadata results security topics
 controller: config handlers metadata peers producer_ids security server
@@ -38,8 +38,8 @@ event_log:
 fetch_sessions:
 group: coordinator_records coordinator_runtime effects topics
 http:
-handlers: config controller coordinator_runtime effects event_log group metadata producer_ids results schemas security
-          share topics txn
+handlers: config controller coordinator_runtime effects event_log fetch_sessions group metadata producer_ids results
+          schemas security share topics txn
 lifecycle: controller
 metadata: config controller
 listen:

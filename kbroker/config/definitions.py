@@ -304,8 +304,8 @@ SETTINGS: tuple[Setting, ...] = (
     _S("fetch.max.bytes", "int", 55 * 1024**2, "Most bytes one fetch answer carries.", AtLeast(1024)),
     _S("compression.type", "string", "producer", "Topic compression; producer: keep the producer's codec.",
        OneOf(*_COMPRESSION)),
-    _S("max.incremental.fetch.session.cache.slots", "int", 1000, "Fetch sessions (KIP-227) kept at once; not "
-       "read: kbroker grants no fetch sessions.", AtLeast(0), used=False),
+    _S("max.incremental.fetch.session.cache.slots", "int", 1000, "Fetch sessions (KIP-227) kept at once; a new "
+       "one past it evicts an idle or smaller one, or opens none.", AtLeast(0)),
     _S("unclean.leader.election.enable", "bool", False, "Let an out-of-sync replica become leader, losing data; "
        "not read: kbroker elects leaders from the ISR only.", used=False),
     _S("auto.leader.rebalance.enable", "bool", True, "Move leadership back to preferred replicas."),

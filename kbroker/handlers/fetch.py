@@ -1,22 +1,29 @@
-"""Fetch (1): file regions straight from the segments, long-polled on new data.
+"""Fetch (1): file regions straight from the segments, long-polled on new data, in fetch sessions.
 
 Each partition's data is a region of a segment file sent with ``os.sendfile``;
 nothing is copied through Python. Reads stop at the high watermark (or the
 last stable offset for read_committed). When less than ``min_bytes`` is
 ready the request waits, up to ``max_wait_ms``, for any of its partitions'
-high watermarks to move. Fetch sessions (KIP-227) are not granted: every
-answer is sessionless (session id 0), which clients accept by sending full
-requests.
+high watermarks to move (a follower's: for any of its logs to grow).
+
+From v7 a request may open or use a fetch session (KIP-227, kbroker/fetch_sessions.py): the broker then
+remembers its partitions, and each later request of the session names only what changed and is answered
+with only the partitions that have something new (records, an error, a moved high watermark, log start or
+last stable offset). The session's partitions are read in its order, which moves partitions that returned
+records to the end, so that with ``fetch.max.bytes`` spent the others are read first next time.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass, field
 
 import trio
 
 from kbroker import handlers
+from kbroker.fetch_sessions import (FINAL_EPOCH, INVALID_SESSION_ID, TOPIC_IDS_VERSION, ContextKind, FetchContext,
+                                    FetchPartition, PartitionOutcome, partition_key)
 from kbroker.handlers.interfaces import HandlerNode
 from kbroker.handlers.leader_hints import hint_leader, node_endpoints
 from kbroker.handlers.partition_guard import guard_topic
@@ -44,22 +51,54 @@ _HINTED = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH, Erro
 @handlers.handles("Fetch", 4, 17)
 async def handle(broker: HandlerNode, context, request):
     deadline = time.monotonic() + max(0, request.max_wait_ms) / 1000
+    follower = _replica_of(request) >= 0
+    session = _session_context(broker, context, request, follower)
+    if session.kind is ContextKind.ERROR:
+        return FetchResponse(error_code=session.error_code, session_id=INVALID_SESSION_ID, responses=[])
     while True:
-        response, ready_bytes, partitions = _read(broker, request, context)
+        reading = _read(broker, request, context, session.partitions)
         remaining = deadline - time.monotonic()
-        if ready_bytes >= request.min_bytes or remaining <= 0 or not partitions:
-            return _answered(broker, context, request, response, ready_bytes)
-        await wait_for_any(partitions, remaining)
+        if reading.bytes >= request.min_bytes or remaining <= 0 or not reading.partitions:
+            break
+        await wait_for_partitions(reading.partitions, follower, remaining)
         if time.monotonic() >= deadline:
-            response, ready_bytes, _ = _read(broker, request, context)
-            return _answered(broker, context, request, response, ready_bytes)
+            reading = _read(broker, request, context, session.partitions)
+            break
+    return _answered(broker, context, request, session, reading)
 
 
-def _answered(broker: HandlerNode, context, request, response, fetched_bytes: int):
-    """A consumer's fetched bytes count against its consumer_byte_rate quota (followers have none)
-    and, when the broker keeps metrics, in its bytes and records out."""
+def _session_context(broker: HandlerNode, context, request, follower: bool) -> FetchContext:
+    """The request's place among the fetch sessions; before v7 every request is sessionless."""
+    version = context.api_version
+    by_id = version >= TOPIC_IDS_VERSION
+    names = broker.image.topic_names
+    wanted = [FetchPartition(topic.topic_id if by_id else ZERO_UUID, names.get(topic.topic_id) if by_id else topic.topic,
+                             partition.partition, partition.fetch_offset, partition.partition_max_bytes,
+                             partition.log_start_offset, partition.current_leader_epoch, partition.last_fetched_epoch)
+              for topic in request.topics for partition in topic.partitions]
+    if version < 7:
+        return broker.fetch_sessions.new_context(INVALID_SESSION_ID, FINAL_EPOCH, wanted, (), version=version,
+                                                 follower=follower, now_ms=broker.clock.monotonic_ms())
+    forgotten = [partition_key(topic.topic_id if by_id else ZERO_UUID, None if by_id else topic.topic, index)
+                 for topic in request.forgotten_topics_data for index in topic.partitions]
+    return broker.fetch_sessions.new_context(request.session_id, request.session_epoch, wanted, forgotten,
+                                             version=version, follower=follower, now_ms=broker.clock.monotonic_ms(),
+                                             topic_names=names if by_id else None)
+
+
+def _answered(broker: HandlerNode, context, request, session: FetchContext, reading: _Reading):
+    """The session says which partitions the answer carries. A consumer's fetched bytes count against its
+    consumer_byte_rate quota (followers have none) and, when the broker keeps metrics, in its bytes and
+    records out."""
+    answer = broker.fetch_sessions.answer(session, reading.outcomes, broker.clock.monotonic_ms())
+    carried = set(answer.partitions)
+    response = FetchResponse(error_code=answer.error_code, session_id=answer.session_id,
+                             responses=_by_topic(result for result in reading.results if result[0] in carried))
+    leaders = {leader for key, leader in reading.leaders if key in carried}
+    if leaders:
+        response.node_endpoints = node_endpoints(broker.image, leaders, FetchResponse, context.listener)
     if _replica_of(request) < 0:
-        response.throttle_time_ms = context.throttle(CONSUMER_BYTE_RATE, fetched_bytes)
+        response.throttle_time_ms = context.throttle(CONSUMER_BYTE_RATE, reading.bytes)
         if broker.metrics is not None:
             for topic in response.responses:
                 name = topic.topic or broker.image.topic_names.get(topic.topic_id, "")
@@ -72,6 +111,19 @@ def _answered(broker: HandlerNode, context, request, response, fetched_bytes: in
     return response
 
 
+def _by_topic(results) -> list:
+    """Partition answers in order, a topic entry for each run of one topic's partitions (as Kafka's
+    FetchResponse groups them: a topic whose partitions a session's rotation split appears more than once)."""
+    topics = []
+    last = None
+    for key, topic_id, name, result in results:
+        if last is None or last.topic_id != topic_id or last.topic != name:
+            last = TopicResult(topic=name, topic_id=topic_id, partitions=[])
+            topics.append(last)
+        last.partitions.append(result)
+    return topics
+
+
 def _replica_of(request) -> int:
     """The broker id of a follower's fetch (v15+ carries it in replica_state); -1 for a consumer."""
     state = getattr(request, "replica_state", None)
@@ -80,43 +132,63 @@ def _replica_of(request) -> int:
     return request.replica_id if request.replica_id is not None else -1
 
 
-def _read(broker: HandlerNode, request, context):
-    """The response as of now, the bytes it carries and the events it could wait on."""
+@dataclass
+class _Reading:
+    """One read of a request's partitions: the answer of each, what the session cache is told of each, the
+    bytes ready, the partitions a long poll waits on, and the leaders to name (KIP-951)."""
+
+    results: list = field(default_factory=list)  # (key, topic id, topic name, PartitionResult)
+    outcomes: list[PartitionOutcome] = field(default_factory=list)
+    bytes: int = 0
+    partitions: list = field(default_factory=list)
+    leaders: list[tuple] = field(default_factory=list)  # (key, leader node id)
+
+
+def _read(broker: HandlerNode, request, context, wanted) -> _Reading:
+    """The partitions ``wanted`` as of now, in their order."""
     version = context.api_version
     replica = _replica_of(request)
-    leaders: set[int] = set()  # of partitions this broker does not lead (KIP-951)
-    total = 0
-    waitable = []
-    topics = []
+    max_bytes = request.max_bytes if replica >= 0 else min(request.max_bytes, broker.config.get("fetch.max.bytes"))
     replica_allowed = replica < 0 or allowed_on_cluster(broker, context, AclOperation.CLUSTER_ACTION)
-    for fetch_topic in request.topics:
-        guard = guard_topic(broker, context, AclOperation.READ, name=fetch_topic.topic if version < 13 else None,
-                            topic_id=fetch_topic.topic_id if version >= 13 else None,
-                            authorized=replica_allowed if replica >= 0 else None)
+    reading = _Reading()
+    guard = guarded = None
+    for partition_wanted in wanted:
+        topic_key = (partition_wanted.topic_id, partition_wanted.topic_name)
+        if topic_key != guarded:  # one lookup and ACL check per run of one topic's partitions
+            guarded = topic_key
+            guard = guard_topic(broker, context, AclOperation.READ,
+                                name=partition_wanted.topic_name if version < 13 else None,
+                                topic_id=partition_wanted.topic_id if version >= 13 else None,
+                                authorized=replica_allowed if replica >= 0 else None)
         topic = guard.topic
-        results = []
-        for wanted in fetch_topic.partitions:
-            result = PartitionResult(partition_index=wanted.partition, records=b"")
-            results.append(result)
-            partition, result.error_code = guard.partition(wanted.partition, wanted.current_leader_epoch)
-            if result.error_code in _HINTED:
-                hint_leader(topic, wanted.partition, result, leaders)
-            if partition is None:
-                continue
-            if replica >= 0 and _diverged(partition, wanted, result):
-                continue
-            if replica >= 0:
-                partition.follower_fetched(replica, wanted.fetch_offset)
-                if replica not in partition.isr and wanted.fetch_offset >= partition.high_watermark and broker.isr:
-                    broker.isr.wake.set()  # caught up: back into the ISR
-            total += _read_partition(partition, wanted, request, result, max(0, request.max_bytes - total),
-                                     first=total == 0, to_log_end=replica >= 0)
-            waitable.append(partition.appended() if replica >= 0 else partition.advanced())
-        topics.append(TopicResult(topic=fetch_topic.topic, topic_id=topic.topic_id if topic else fetch_topic.topic_id or ZERO_UUID, partitions=results))
-    response = FetchResponse(responses=topics)
-    if leaders:
-        response.node_endpoints = node_endpoints(broker.image, leaders, FetchResponse, context.listener)
-    return response, total, waitable
+        result = PartitionResult(partition_index=partition_wanted.partition, high_watermark=-1, records=b"")
+        key = partition_wanted.key
+        reading.results.append((key, topic.topic_id if topic else partition_wanted.topic_id,
+                                partition_wanted.topic_name if version < 13 else None, result))
+        partition, result.error_code = guard.partition(partition_wanted.partition, partition_wanted.current_leader_epoch)
+        if result.error_code in _HINTED:
+            leaders: set[int] = set()
+            hint_leader(topic, partition_wanted.partition, result, leaders)
+            reading.leaders.extend((key, leader) for leader in leaders)
+        diverged = False
+        read_bytes = 0
+        if partition is not None:
+            diverged = replica >= 0 and _diverged(partition, partition_wanted, result)
+            if not diverged:
+                if replica >= 0:
+                    partition.follower_fetched(replica, partition_wanted.fetch_offset)
+                    if (replica not in partition.isr and partition_wanted.fetch_offset >= partition.high_watermark
+                            and broker.isr):
+                        broker.isr.wake.set()  # caught up: back into the ISR
+                read_bytes = _read_partition(partition, partition_wanted, request, result,
+                                             max(0, max_bytes - reading.bytes), first=reading.bytes == 0,
+                                             to_log_end=replica >= 0)
+                reading.bytes += read_bytes
+                reading.partitions.append(partition)
+        reading.outcomes.append(PartitionOutcome(key, read_bytes > 0, result.high_watermark,
+                                                 result.log_start_offset, result.last_stable_offset,
+                                                 result.error_code, diverging=diverged))
+    return reading
 
 
 def _diverged(partition, wanted, result) -> bool:
@@ -168,6 +240,21 @@ def _read_partition(partition, wanted, request, result, budget: int, first: bool
         return 0
     result.records = region
     return region.length
+
+
+async def wait_for_partitions(partitions, follower: bool, seconds: float) -> None:
+    """Return once any of ``partitions``' high watermarks moves (a follower's: any of their logs grows), or
+    after ``seconds``: one event told by every partition (kbroker/replication/replica.py's Watchers)."""
+    moved = trio.Event()
+    watchers = [partition.append_watchers if follower else partition.advance_watchers for partition in partitions]
+    for watching in watchers:
+        watching.add(moved)
+    try:
+        with trio.move_on_after(seconds):
+            await moved.wait()
+    finally:
+        for watching in watchers:
+            watching.discard(moved)
 
 
 async def wait_for_any(events, seconds: float) -> None:

@@ -23,6 +23,7 @@ import trio
 from kbroker.config import BrokerConfig
 from kbroker.config.dynamic import ConfigLayers
 from kbroker.controller.channel import ControllerChannel
+from kbroker.fetch_sessions import FetchSessionCache
 from kbroker.group.shell import GroupShell
 from kbroker.log.append_origin import AppendOrigin
 from kbroker.log.manager import LogManager
@@ -165,6 +166,14 @@ class Partitions(Protocol):
     @property
     def metrics(self) -> TrafficMetrics | None:
         """None unless the broker keeps metrics (metrics.port)."""
+
+    @property
+    def fetch_sessions(self) -> FetchSessionCache:
+        """Consumers' and followers' fetch sessions (KIP-227)."""
+
+    @property
+    def clock(self) -> Clock:
+        """What fetch sessions' idle times are read from."""
 
 
 # -- the coordinators ---------------------------------------------------------------------------------------

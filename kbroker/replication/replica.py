@@ -48,6 +48,30 @@ from kbroker.log.validator import ValidatedBatches
 FSYNC_NOT_RUN = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOENT})
 
 
+class Watchers:
+    """Events to set at a partition's next change. A fetch long-polling many partitions gives each the same
+    event (as Kafka's purgatory watches a delayed fetch under each partition's key) instead of waiting on
+    each partition's own event in a task of its own: 2,000 partitions cost 2,000 set insertions, not 2,000
+    tasks."""
+
+    __slots__ = ("_events",)
+
+    def __init__(self) -> None:
+        self._events: set[trio.Event] = set()
+
+    def add(self, event: trio.Event) -> None:
+        self._events.add(event)
+
+    def discard(self, event: trio.Event) -> None:
+        self._events.discard(event)
+
+    def fire(self) -> None:
+        if self._events:
+            events, self._events = self._events, set()
+            for event in events:
+                event.set()
+
+
 class Partition:
     def __init__(self, topic: str, index: int, log: Log, flusher: Flusher, leader_epoch: int = 0, *,
                  node_id: int = -1, replicas: tuple[int, ...] = (), isr: tuple[int, ...] = (), leader: int = -1,
@@ -75,6 +99,8 @@ class Partition:
         self._flush_policy_wanted = -1  # the highest offset whose append reached flush.messages
         self._advanced = trio.Event()  # set (and replaced) whenever the high watermark moves
         self._appended = trio.Event()  # set (and replaced) whenever the log grows (followers' fetches wait on it)
+        self.advance_watchers = Watchers()  # told when the high watermark moves (consumers' fetches)
+        self.append_watchers = Watchers()  # told when the log grows (followers' fetches)
         # The high watermark when others' copies count (a replicated partition); None: the durable end.
         self._high_watermark: int | None = None if len(replicas) <= 1 else log.log_start_offset
         self.follower_offsets: dict[int, int] = {}  # leader: each follower's durable end, as its fetches say
@@ -144,6 +170,7 @@ class Partition:
                 self._high_watermark = committed
         advanced, self._advanced = self._advanced, trio.Event()
         advanced.set()
+        self.advance_watchers.fire()
 
     def follower_fetched(self, replica: int, fetch_offset: int, now_ms: int | None = None) -> None:
         """Leader: follower ``replica`` fetches from ``fetch_offset``, so it holds everything below it
@@ -219,6 +246,7 @@ class Partition:
     def _wake_fetchers(self) -> None:
         appended, self._appended = self._appended, trio.Event()
         appended.set()
+        self.append_watchers.fire()
 
     def start_flush(self, offset: int) -> None:
         """Have everything up to ``offset`` made durable, without waiting: a flush starts now,
@@ -249,6 +277,7 @@ class Partition:
         self._wake_fetchers()
         self._advanced.set()  # high-watermark waiters look again (and find the partition offline)
         self._advanced = trio.Event()
+        self.advance_watchers.fire()
 
     def _claim_space(self, records) -> None:
         if self.free_space is not None:

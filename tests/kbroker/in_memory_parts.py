@@ -17,6 +17,8 @@ import trio
 import trio.testing
 
 from kbroker.config import BrokerConfig
+from kbroker.fetch_sessions import FetchSessionCache
+from kbroker.log.clock import FakeClock
 from kbroker.handlers import Deferred
 from kbroker.log.partition_log import Log
 from kbroker.metadata.image import BrokerEndpoint, MetadataImage, PartitionState, TopicImage
@@ -181,6 +183,8 @@ class MemoryNode:
         self.replicas: dict[tuple[str, int], object] = {}
         self.auto_created: list[str] = []  # the topics auto_create was asked for
         self.groups = None  # a GroupShell, where a test makes one over this node
+        self.clock = FakeClock()
+        self.fetch_sessions = FetchSessionCache(self.config.get("max.incremental.fetch.session.cache.slots"))
 
     @property
     def log_dir_offline(self) -> BaseException | None:
