@@ -158,6 +158,7 @@ class BrokerUnderTest:
         self.data_dir: str | None = None
         self.output: collections.deque[str] = collections.deque(maxlen=50)
         self.ready = threading.Event()
+        self.cwd = REPO_DIR  # where the process starts (``python -m`` imports from there first)
 
     @property
     def bootstrap(self) -> str:
@@ -178,7 +179,7 @@ class BrokerUnderTest:
         command, marker = self._command()
         self.output.clear()
         self.ready.clear()
-        self.process = subprocess.Popen(command, cwd=REPO_DIR, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.process = subprocess.Popen(command, cwd=self.cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         threading.Thread(target=self._drain, args=(self.process, marker), daemon=True).start()
 
     def _drain(self, process: subprocess.Popen, marker: str) -> None:

@@ -240,3 +240,57 @@ def _produce_spread(broker, topic: str, partitions, count: int, prefix: str = "e
         producer.produce(topic, value, partition=index)
     assert producer.flush(10) == 0
     return records
+
+
+def test_a_moved_log_start_is_answered_within_a_full_read(broker, topic, session):
+    """Only a moved high watermark marks a partition for the next incremental read; a log start moved by
+    DeleteRecords is found by the full read each session makes at least once a second."""
+    for _ in range(2):
+        produce(broker, topic, 1)
+    session.fetch({index: 3 if index == 1 else 1 for index in range(PARTITIONS)})
+    deleted = request("DeleteRecords", timeout_ms=5000, topics=[request("DeleteRecords").DeleteRecordsTopic(
+        name=topic, partitions=[request("DeleteRecords").DeleteRecordsTopic.DeleteRecordsPartition(
+            partition_index=1, offset=2)])])
+    [result] = call(broker.port, "DeleteRecords", 2, deleted).topics[0].partitions
+    assert result.error_code == ErrorCode.NONE
+    found = {}
+    give_up = time.monotonic() + 5
+    while not found and time.monotonic() < give_up:
+        found = carried(session.fetch({}, max_wait_ms=200))
+    assert list(found) == [1] and found[1].log_start_offset == 2
+
+
+def test_a_deleted_topic_is_answered_at_the_next_incremental_fetch(broker, topic, session):
+    session.fetch({index: 1 for index in range(PARTITIONS)})
+    deleted = call(broker.port, "DeleteTopics", 6, request("DeleteTopics", timeout_ms=5000, topics=[
+        request("DeleteTopics").DeleteTopicState(name=topic, topic_id=NO_TOPIC_ID)]))
+    assert deleted.responses[0].error_code == ErrorCode.NONE
+    answer = session.fetch({}, max_wait_ms=2000, min_bytes=1)
+    errors = {partition.error_code for partition in carried(answer).values()}
+    assert sorted(carried(answer)) == list(range(PARTITIONS))
+    assert errors <= {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID}, errors
+
+
+def test_a_closed_or_evicted_session_leaves_no_marks_on_its_partitions(tmp_path):
+    with running_broker(str(tmp_path), settings={"max.incremental.fetch.session.cache.slots": 1}) as small:
+        small.create_topic("marks", partitions=3)
+        replicas = [small.broker.partition("marks", index) for index in range(3)]
+        first = Session(small, "marks", 17)
+        try:
+            first.fetch({index: 0 for index in range(3)})
+            assert all(len(replica.advance_watchers._events) == 1 for replica in replicas)
+            first.fetch({}, epoch=-1)  # closed
+            assert all(len(replica.advance_watchers._events) == 0 for replica in replicas)
+            first.session_id, first.epoch = 0, 0
+            first.fetch({0: 0})
+            assert len(replicas[0].advance_watchers._events) == 1
+            bigger = Session(small, "marks", 17)  # more partitions: worth evicting the first for, once it is stale
+            small.broker.fetch_sessions.eviction_ms = 0
+            time.sleep(0.01)
+            first.fetch({})  # used after its creation: evictable from now on
+            assert bigger.fetch({index: 0 for index in range(3)}).session_id != 0
+            assert small.broker.fetch_sessions.session(first.session_id) is None
+            assert [len(replica.advance_watchers._events) for replica in replicas] == [1, 1, 1]  # the newcomer's
+            bigger.close()
+        finally:
+            first.close()

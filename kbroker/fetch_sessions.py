@@ -243,6 +243,7 @@ class _Session:
     last_used_ms: int
     epoch: int
     partitions: dict[PartitionKey, _Cached]  # in the session's order
+    attachment: object = None  # the handler's, released with the session (FetchSessionCache.attach)
 
     def worth(self) -> tuple[bool, int, int]:
         """Kafka's EvictableKey: the least of these is evicted first."""
@@ -306,6 +307,8 @@ class FetchSessionCache:
         uses_topic_ids = version >= TOPIC_IDS_VERSION
         if epoch in (INITIAL_EPOCH, FINAL_EPOCH):
             closed = self._sessions.pop(session_id, None) if session_id != INVALID_SESSION_ID else None
+            if closed is not None:
+                _release(closed)
             return FetchContext(ContextKind.FULL if epoch == INITIAL_EPOCH else ContextKind.SESSIONLESS, epoch,
                                 partitions=tuple(named.values()),
                                 closed_session_id=closed.id if closed is not None else INVALID_SESSION_ID,
@@ -323,6 +326,7 @@ class FetchSessionCache:
         added, updated, removed = _update(session, named, forgotten, names)
         if not session.partitions or len(session.partitions) > self.max_session_partitions:
             del self._sessions[session.id]
+            _release(session)
             return FetchContext(ContextKind.SESSIONLESS, epoch, partitions=tuple(named.values()), added=added,
                                 updated=updated, removed=removed, closed_session_id=session.id, _named=named)
         session.last_used_ms = now_ms
@@ -344,6 +348,15 @@ class FetchSessionCache:
         found = {key: outcome for key, outcome in found.items() if key in context._named}
         session_id = self._open(context, found, now_ms) if context.kind is ContextKind.FULL else INVALID_SESSION_ID
         return FetchAnswer(ErrorCode.NONE, session_id, tuple(found))
+
+    def attach(self, session_id: int, attachment) -> None:
+        """Keep ``attachment`` with session ``session_id`` (the handler's own state of it, say what changed
+        among its partitions); its ``release()`` is called when the session is closed, emptied or evicted."""
+        self._sessions[session_id].attachment = attachment
+
+    def attachment(self, context: FetchContext):
+        """What is attached to an incremental request's session, or None."""
+        return context._session.attachment if context._session is not None else None
 
     def throttled(self, context: FetchContext) -> FetchAnswer:
         """The empty answer to a request whose client is over its quota (Kafka's getThrottledResponse): it
@@ -394,6 +407,7 @@ class FetchSessionCache:
             if (privileged, size) <= victim.worth()[:2]:  # a newcomer must be worth strictly more
                 return False
         del self._sessions[victim.id]
+        _release(victim)
         self.evictions += 1
         return True
 
@@ -405,6 +419,12 @@ class FetchSessionCache:
             if session_id != INVALID_SESSION_ID and session_id not in self._sessions:
                 return session_id
         raise RuntimeError(f"the session id generator drew {_SESSION_ID_DRAWS_MAX} ids in use")
+
+
+def _release(session: _Session) -> None:
+    if session.attachment is not None:
+        session.attachment.release()
+        session.attachment = None
 
 
 def _failed(epoch: int, error_code: int, message: str) -> FetchContext:

@@ -24,6 +24,7 @@ import trio
 from kbroker import handlers
 from kbroker.fetch_sessions import (FINAL_EPOCH, INVALID_SESSION_ID, TOPIC_IDS_VERSION, ContextKind, FetchContext,
                                     FetchPartition, PartitionOutcome, partition_key)
+from kbroker.handlers.fetch_watch import SessionWatch
 from kbroker.handlers.interfaces import HandlerNode
 from kbroker.handlers.leader_hints import hint_leader, node_endpoints
 from kbroker.handlers.partition_guard import guard_topic
@@ -55,16 +56,56 @@ async def handle(broker: HandlerNode, context, request):
     session = _session_context(broker, context, request, follower)
     if session.kind is ContextKind.ERROR:
         return FetchResponse(error_code=session.error_code, session_id=INVALID_SESSION_ID, responses=[])
+    watch = _watch(broker, session, follower)
+    incremental = session.kind is ContextKind.INCREMENTAL and watch is not None
+    wanted = _to_read(broker, session, watch)
     while True:
-        reading = _read(broker, request, context, session.partitions)
+        if watch is not None:
+            watch.moved = trio.Event()
+        reading = _read(broker, request, context, wanted, watch)
         remaining = deadline - time.monotonic()
-        if reading.bytes >= request.min_bytes or remaining <= 0 or not reading.partitions:
+        # Kafka's ReplicaManager.fetchMessages answers at once on an error or a diverging epoch too.
+        if (reading.bytes >= request.min_bytes or remaining <= 0 or reading.errors
+                or not (reading.partitions or incremental)):
             break
-        await wait_for_partitions(reading.partitions, follower, remaining)
+        if incremental:
+            with trio.move_on_after(remaining):
+                await watch.moved.wait()
+            named = {partition.key for partition in wanted}
+            wanted = [partition for partition in session.partitions
+                      if partition.key in named or partition.key in watch.touched]
+        else:
+            await wait_for_partitions(reading.partitions, follower, remaining)
         if time.monotonic() >= deadline:
-            reading = _read(broker, request, context, session.partitions)
+            reading = _read(broker, request, context, wanted, watch)
             break
-    return _answered(broker, context, request, session, reading)
+    return _answered(broker, context, request, session, reading, watch)
+
+
+def _watch(broker: HandlerNode, session: FetchContext, follower: bool) -> SessionWatch | None:
+    """A consumer's session's watch (kbroker/handlers/fetch_watch.py): its own for an incremental request,
+    a new one for a full request (kept if the answer opens a session)."""
+    if follower or session.kind is ContextKind.SESSIONLESS:
+        return None
+    if session.kind is ContextKind.FULL:
+        return SessionWatch()
+    watch = broker.fetch_sessions.attachment(session)
+    if watch is None:
+        watch = SessionWatch()
+        broker.fetch_sessions.attach(session.session_id, watch)
+    for key in session.removed:
+        watch.forget(key)
+    return watch
+
+
+def _to_read(broker: HandlerNode, session: FetchContext, watch: SessionWatch | None):
+    """The partitions a request reads, in the session's order: an incremental consumer request those it
+    names and those that may have something new, unless it is time to read them all."""
+    if (session.kind is not ContextKind.INCREMENTAL or watch is None
+            or watch.reads_all(broker.image, broker.clock.monotonic_ms())):
+        return session.partitions
+    named = set(session.added) | set(session.updated) | watch.touched
+    return [partition for partition in session.partitions if partition.key in named]
 
 
 def _session_context(broker: HandlerNode, context, request, follower: bool) -> FetchContext:
@@ -86,11 +127,18 @@ def _session_context(broker: HandlerNode, context, request, follower: bool) -> F
                                              topic_names=names if by_id else None)
 
 
-def _answered(broker: HandlerNode, context, request, session: FetchContext, reading: _Reading):
+def _answered(broker: HandlerNode, context, request, session: FetchContext, reading: _Reading,
+              watch: SessionWatch | None):
     """The session says which partitions the answer carries. A consumer's fetched bytes count against its
     consumer_byte_rate quota (followers have none) and, when the broker keeps metrics, in its bytes and
     records out."""
     answer = broker.fetch_sessions.answer(session, reading.outcomes, broker.clock.monotonic_ms())
+    if session.kind is ContextKind.FULL and watch is not None:
+        if answer.session_id != INVALID_SESSION_ID:
+            watch.reads_all(broker.image, broker.clock.monotonic_ms())
+            broker.fetch_sessions.attach(answer.session_id, watch)
+        else:
+            watch.release()
     carried = set(answer.partitions)
     response = FetchResponse(error_code=answer.error_code, session_id=answer.session_id,
                              responses=_by_topic(result for result in reading.results if result[0] in carried))
@@ -140,12 +188,13 @@ class _Reading:
     results: list = field(default_factory=list)  # (key, topic id, topic name, PartitionResult)
     outcomes: list[PartitionOutcome] = field(default_factory=list)
     bytes: int = 0
+    errors: bool = False  # a partition answered with an error or a diverging epoch
     partitions: list = field(default_factory=list)
     leaders: list[tuple] = field(default_factory=list)  # (key, leader node id)
 
 
-def _read(broker: HandlerNode, request, context, wanted) -> _Reading:
-    """The partitions ``wanted`` as of now, in their order."""
+def _read(broker: HandlerNode, request, context, wanted, watch: SessionWatch | None = None) -> _Reading:
+    """The partitions ``wanted`` as of now, in their order; ``watch`` is told how each read went."""
     version = context.api_version
     replica = _replica_of(request)
     max_bytes = request.max_bytes if replica >= 0 else min(request.max_bytes, broker.config.get("fetch.max.bytes"))
@@ -188,6 +237,12 @@ def _read(broker: HandlerNode, request, context, wanted) -> _Reading:
         reading.outcomes.append(PartitionOutcome(key, read_bytes > 0, result.high_watermark,
                                                  result.log_start_offset, result.last_stable_offset,
                                                  result.error_code, diverging=diverged))
+        reading.errors = reading.errors or result.error_code != ErrorCode.NONE or diverged
+        if watch is not None:
+            bound = result.last_stable_offset if request.isolation_level == READ_COMMITTED else result.high_watermark
+            settled = (result.error_code == ErrorCode.NONE and read_bytes == 0
+                       and partition_wanted.fetch_offset >= bound)
+            watch.read(key, partition, settled)
     return reading
 
 
