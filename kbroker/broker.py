@@ -247,8 +247,12 @@ class Broker:
         """Send a metadata change to the active controller and answer with its response (quorum mode).
         Topics it created are awaited in this broker's image: a client that created one here finds it here."""
         api_name = API_BY_KEY[context.header.api_key].name
-        response = await self.lifecycle.channel.call(api_name, context.api_version, request,
-                                                     not_controller=_every_result_not_controller)
+        # As Kafka's ForwardingManager: one attempt waits controller.socket.timeout.ms and a request that
+        # got no answer is not sent again (the controller may have applied it: a creation sent twice is
+        # answered TOPIC_ALREADY_EXISTS); ControllerUnavailable is then answered REQUEST_TIMED_OUT.
+        waits_s = self.config.get("controller.socket.timeout.ms") / 1000
+        response = await self.lifecycle.channel.call(api_name, context.api_version, request, deadline_s=waits_s,
+                                                     timeout_s=waits_s, not_controller=_every_result_not_controller)
         if api_name == "CreateTopics" and not request.validate_only:
             created = {result.name for result in response.topics if result.error_code == ErrorCode.NONE}
             await self.await_topics(created, timeout_s=max(request.timeout_ms, 0) / 1000)

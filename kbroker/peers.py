@@ -250,17 +250,38 @@ class InProcessPeers:
         self.server = server  # the controller's listener server
         self.client_id = client_id
         self._correlation_id = 0
+        self._nursery: trio.Nursery | None = None
 
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        task_status.started()
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            task_status.started()
+            await trio.sleep_forever()
 
     async def call(self, address: tuple[str, int], api_name: str, version: int, body, *, timeout_s: float,
                    client_id: str | None = None, lane: str = ""):
-        """The controller's decoded answer; PeerUnavailable if it took longer than ``timeout_s``."""
+        """The controller's decoded answer; PeerUnavailable if it took longer than ``timeout_s``. The
+        controller handles the request in a task of its own, as over a socket: a caller that stops
+        waiting does not stop the controller halfway (a creation it gave up on is still made)."""
         api = API_BY_NAME[api_name]
         self._correlation_id = correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF
         frame = encode_request(api.key, version, correlation_id, client_id or self.client_id, body)
+        answered = trio.Event()
+        answer: list = []
+
+        async def exchange() -> None:
+            try:
+                answer.append(await self.server.exchange(frame, "in-process"))
+            except Exception as error:  # told to the caller as any failed peer call, never to the nursery
+                logger.debug("%s to this process's controller failed: %r", api_name, error)
+            answered.set()
+
+        if self._nursery is None:
+            raise PeerUnavailable(f"{api_name} to this process's controller: not running")
+        self._nursery.start_soon(exchange)
         with trio.move_on_after(timeout_s):
-            answer = await self.server.exchange(frame, "in-process")
-            return decode_response(api.key, version, memoryview(answer)[4:])[1]
+            await answered.wait()
+            if not answer:
+                raise PeerUnavailable(f"{api_name} to this process's controller failed")
+            return decode_response(api.key, version, memoryview(answer[0])[4:])[1]
         raise PeerUnavailable(f"{api_name} to this process's controller: no answer within {timeout_s} s")

@@ -359,9 +359,9 @@ async def alter_resources(broker, resources, plan_for, result_class, validate_on
     return results
 
 
-def refuse_resources(resources, result_class) -> list:
-    """Every resource answered NOT_CONTROLLER (a controller that is not active)."""
-    return [result_class(error_code=ErrorCode.NOT_CONTROLLER, resource_type=resource.resource_type,
+def refuse_resources(resources, result_class, code: int = ErrorCode.NOT_CONTROLLER) -> list:
+    """Every resource answered ``code`` (NOT_CONTROLLER: a controller that is not active)."""
+    return [result_class(error_code=code, resource_type=resource.resource_type,
                          resource_name=resource.resource_name) for resource in resources]
 
 

@@ -193,6 +193,9 @@ SETTINGS: tuple[Setting, ...] = (
     _S("controller.quorum.append.linger.ms", "int", 25, "How long the quorum leader gathers writes before "
        "flushing them; not read: kbroker's quorum does not linger.", used=False),
     _S("controller.quorum.request.timeout.ms", "int", 2000, "Time to wait for a quorum request's response."),
+    _S("controller.socket.timeout.ms", "int", 30000, "Time a broker waits for the active controller's answer "
+       "to an admin request it forwards (CreateTopics, ...); then the client is answered REQUEST_TIMED_OUT.",
+       AtLeast(1)),
     _S("controller.quorum.retry.backoff.ms", "int", 20, "Wait before retrying a failed quorum request."),
     _S("broker.heartbeat.interval.ms", "int", 2000, "Time between a broker's heartbeats to the controller."),
     _S("broker.session.timeout.ms", "int", 9000, "How long a broker's lease lasts without heartbeats."),

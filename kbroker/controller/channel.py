@@ -43,17 +43,20 @@ class ControllerChannel:
         self._avoid: int | None = None  # the controller that last failed or refused
 
     async def call(self, api_name: str, version: int, body, *, deadline_s: float = 10.0,
-                   not_controller=top_level_not_controller, lane: str = ""):
+                   not_controller=top_level_not_controller, lane: str = "", timeout_s: float | None = None):
         """The active controller's response; ControllerUnavailable if none answered in ``deadline_s``.
         ``lane`` names a connection of its own (kbroker.peers): the broker's registration and heartbeats
         have one, so that they never wait behind a forwarded request (Kafka's lifecycle manager too
-        has a channel of its own)."""
+        has a channel of its own). ``timeout_s``: how long one attempt waits (controller.quorum.request.
+        timeout.ms unless given); a request that must not be applied twice gives its whole deadline, so
+        that a slow answer is never taken for a lost one and sent again."""
         with trio.move_on_after(deadline_s):
             while True:
                 target = self._target()
                 try:
                     response = await self.peers.call(self.voters[target], api_name, version, body,
-                                                     client_id=self.client_id, timeout_s=self.request_timeout_s,
+                                                     client_id=self.client_id,
+                                                     timeout_s=self.request_timeout_s if timeout_s is None else timeout_s,
                                                      lane=lane)
                 except OSError as error:
                     logger.debug("%s to controller %d failed: %r", api_name, target, error)

@@ -5,14 +5,15 @@ from kbroker.config.admin import (BROKER_RESOURCE, SET, alter_authorized, alter_
                              refuse_resources)
 from kbroker.config.group_config_admin import plan_group_change
 from kbroker.metadata.image import GROUP_RESOURCE
+from kbroker.wire.errors import ErrorCode
 from kbroker.wire.schema import API_BY_NAME
 
 AlterConfigsResponse = API_BY_NAME["AlterConfigs"].response_class
 Result = AlterConfigsResponse.AlterConfigsResourceResponse
 
 
-def _refusal(request):
-    return AlterConfigsResponse(responses=refuse_resources(request.resources, Result))
+def _refusal(request, code: int = ErrorCode.NOT_CONTROLLER):
+    return AlterConfigsResponse(responses=refuse_resources(request.resources, Result, code))
 
 
 @handlers.handles("AlterConfigs", 0, 2)

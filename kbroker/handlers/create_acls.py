@@ -28,7 +28,7 @@ async def handle(broker, context, request):
     return await _create(broker, context, request)
 
 
-@handlers.metadata_change(lambda request: _answer_all(request, ErrorCode.NOT_CONTROLLER))
+@handlers.metadata_change(lambda request, code=ErrorCode.NOT_CONTROLLER: _answer_all(request, code))
 async def _create(broker, context, request):
     existing = {binding_of(record) for record in broker.image.acls.values()}
     results, change = [], []

@@ -12,8 +12,8 @@ Result = CreatePartitionsResponse.CreatePartitionsTopicResult
 _STRICT_QUOTA_FROM = 3  # v3+ may be answered THROTTLING_QUOTA_EXCEEDED (KIP-599)
 
 
-def _refusal(request):
-    return CreatePartitionsResponse(results=[Result(name=topic.name, error_code=ErrorCode.NOT_CONTROLLER)
+def _refusal(request, code: int = ErrorCode.NOT_CONTROLLER):
+    return CreatePartitionsResponse(results=[Result(name=topic.name, error_code=code)
                                              for topic in request.topics])
 
 

@@ -16,9 +16,9 @@ _CONFIGS_FROM = 5  # v5+ answers with the new topic's configs (KIP-525)
 _STRICT_QUOTA_FROM = 6  # v6+ may be answered THROTTLING_QUOTA_EXCEEDED (KIP-599)
 
 
-def _refusal(request):
-    return CreateTopicsResponse(topics=[Result(name=topic.name, error_code=ErrorCode.NOT_CONTROLLER,
-                                               error_message="This controller is not active.")
+def _refusal(request, code: int = ErrorCode.NOT_CONTROLLER):
+    message = "This controller is not active." if code == ErrorCode.NOT_CONTROLLER else None
+    return CreateTopicsResponse(topics=[Result(name=topic.name, error_code=code, error_message=message)
                                         for topic in request.topics])
 
 

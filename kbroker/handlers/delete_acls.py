@@ -24,7 +24,7 @@ async def handle(broker, context, request):
     return await _delete(broker, context, request)
 
 
-@handlers.metadata_change(lambda request: _answer_all(request, ErrorCode.NOT_CONTROLLER))
+@handlers.metadata_change(lambda request, code=ErrorCode.NOT_CONTROLLER: _answer_all(request, code))
 async def _delete(broker, context, request):
     removed: set = set()
     results, change = [], []

@@ -13,9 +13,9 @@ Result = DeleteTopicsResponse.DeletableTopicResult
 _STRICT_QUOTA_FROM = 5  # v5+ may be answered THROTTLING_QUOTA_EXCEEDED (KIP-599)
 
 
-def _refusal(request):
+def _refusal(request, code: int = ErrorCode.NOT_CONTROLLER):
     return DeleteTopicsResponse(responses=[
-        Result(name=name, topic_id=topic_id, error_code=ErrorCode.NOT_CONTROLLER) for name, topic_id in _wanted(request)])
+        Result(name=name, topic_id=topic_id, error_code=code) for name, topic_id in _wanted(request)])
 
 
 def _wanted(request) -> list[tuple]:

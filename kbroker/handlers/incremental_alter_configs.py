@@ -6,14 +6,15 @@ from kbroker.config.admin import (BROKER_RESOURCE, alter_authorized, alter_resou
                              plan_incremental_alter, refuse_resources)
 from kbroker.config.group_config_admin import plan_group_change
 from kbroker.metadata.image import GROUP_RESOURCE
+from kbroker.wire.errors import ErrorCode
 from kbroker.wire.schema import API_BY_NAME
 
 IncrementalAlterConfigsResponse = API_BY_NAME["IncrementalAlterConfigs"].response_class
 Result = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
 
 
-def _refusal(request):
-    return IncrementalAlterConfigsResponse(responses=refuse_resources(request.resources, Result))
+def _refusal(request, code: int = ErrorCode.NOT_CONTROLLER):
+    return IncrementalAlterConfigsResponse(responses=refuse_resources(request.resources, Result, code))
 
 
 @handlers.handles("IncrementalAlterConfigs", 0, 1)

@@ -3,6 +3,7 @@ and cluster authorization (``metadata_change``), and KIP-599's mutation quota (`
 
 from __future__ import annotations
 
+from kbroker.controller.channel import ControllerUnavailable
 from kbroker.security.authorization import allowed_on_cluster
 from kbroker.wire.errors import ErrorCode
 
@@ -13,8 +14,11 @@ def metadata_change(refusal, cluster_operation=None):
     With ``cluster_operation`` (an AclOperation), the principal needs it on the cluster, checked before
     anything else (``refusal(request, CLUSTER_AUTHORIZATION_FAILED)`` otherwise).
 
+    ``refusal(request, code)`` answers every item of the request with ``code``, NOT_CONTROLLER by default.
+
     A lone broker makes the change itself. In a quorum a broker forwards the request to the
-    active controller (``owner.forwards``); a controller that is not active answers
+    active controller (``owner.forwards``), and answers REQUEST_TIMED_OUT when none answered in
+    controller.socket.timeout.ms; a controller that is not active answers
     ``refusal(request)`` (NOT_CONTROLLER throughout) before planning anything against an image
     that may lag; the active one plans and commits under its write lock, so that two requests
     never plan against the same image (two creations of one name, say).
@@ -24,7 +28,7 @@ def metadata_change(refusal, cluster_operation=None):
             if cluster_operation is not None and not allowed_on_cluster(owner, context, cluster_operation):
                 return refusal(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
             if owner.forwards:
-                return await owner.forward(context, request)
+                return await _forwarded(owner, context, request, refusal)
             if not owner.is_active:
                 return refusal(request)
             async with owner.write_lock:
@@ -34,6 +38,13 @@ def metadata_change(refusal, cluster_operation=None):
         return handle
 
     return decorate
+
+
+async def _forwarded(broker, context, request, refusal):
+    try:
+        return await broker.forward(context, request)
+    except ControllerUnavailable:  # as Kafka's ForwardingManager answers a forward that timed out
+        return refusal(request, ErrorCode.REQUEST_TIMED_OUT)
 
 
 THROTTLED = "The throttling quota has been exceeded."
