@@ -10,7 +10,7 @@ credentials, ACLs and client quotas).
 from __future__ import annotations
 
 from kbroker.metadata import records
-from kbroker.metadata.image import BROKER_RESOURCE, GROUP_RESOURCE, TOPIC_RESOURCE, MetadataImage, apply_record
+from kbroker.metadata.image import BROKER_RESOURCE, GROUP_RESOURCE, TOPIC_RESOURCE, MetadataImage, apply_records
 from kbroker.wire.primitives import read_uvarint, write_uvarint
 
 _CODEC = records.MetadataRecordCodec()
@@ -79,9 +79,8 @@ class MetadataState:
         self.on_change = on_change  # called with (before, after) images after each applied change
 
     def apply(self, offset: int, data: bytes) -> None:
-        before = image = self.image
-        for record in decode_change(data):
-            image = apply_record(image, record)
+        before = self.image
+        image = apply_records(self.image, decode_change(data))
         self.image, self.applied_offset = image, offset
         if self.on_change is not None:
             self.on_change(before, image)
@@ -91,8 +90,6 @@ class MetadataState:
 
     def load_snapshot(self, data: bytes) -> None:
         before = self.image
-        self.image = MetadataImage(cluster_id=self.cluster_id, controller_id=-1)
-        for record in decode_change(data):
-            self.image = apply_record(self.image, record)
+        self.image = apply_records(MetadataImage(cluster_id=self.cluster_id, controller_id=-1), decode_change(data))
         if self.on_change is not None:
             self.on_change(before, self.image)

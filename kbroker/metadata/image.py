@@ -117,10 +117,7 @@ def apply_record(image: MetadataImage, record) -> MetadataImage:
         return replace(image, topics=topics, topic_names=names, version=image.version + 1)
     elif isinstance(record, records.PartitionRecord):
         topic = _topic_by_id(image, record.topic_id)
-        partition = PartitionState(
-            record.partition_id, record.leader, record.leader_epoch, tuple(record.replicas), tuple(record.isr),
-            max(record.partition_epoch, 0), tuple(record.adding_replicas or ()), tuple(record.removing_replicas or ()),
-        )
+        partition = _partition_state(record)
         if record.partition_id == len(topic.partitions):  # the next one, as topics are created and grown
             partitions = topic.partitions + (partition,)
         else:
@@ -227,6 +224,44 @@ def _with_value(resources: dict[str, dict[str, str]], record) -> dict[str, dict[
     if configs:
         changed[record.resource_name] = configs
     return changed
+
+
+def apply_records(image: MetadataImage, change) -> MetadataImage:
+    """``apply_record`` over a change's records in turn, except that a run of one topic's next partitions (a
+    topic created or grown) is added at once: 2,000 partitions one by one copied the topic's partitions
+    2,000 times (50 ms, half of what creating them may take)."""
+    run: list[PartitionState] = []
+    run_topic: TopicImage | None = None
+    for record in change:
+        if isinstance(record, records.PartitionRecord):
+            if run_topic is not None and record.topic_id == run_topic.topic_id \
+                    and record.partition_id == len(run_topic.partitions) + len(run):
+                run.append(_partition_state(record))
+                continue
+            image = _add_partitions(image, run_topic, run)
+            run_topic, run = None, []
+            topic = image.topic_by_id(record.topic_id)
+            if topic is not None and record.partition_id == len(topic.partitions):
+                run_topic, run = topic, [_partition_state(record)]
+                continue
+        image = _add_partitions(image, run_topic, run)
+        run_topic, run = None, []
+        image = apply_record(image, record)
+    return _add_partitions(image, run_topic, run)
+
+
+def _add_partitions(image: MetadataImage, topic: TopicImage | None, added: list[PartitionState]) -> MetadataImage:
+    if topic is None or not added:
+        return image
+    topic = replace(topic, partitions=topic.partitions + tuple(added))
+    return replace(image, topics={**image.topics, topic.name: topic}, version=image.version + len(added))
+
+
+def _partition_state(record) -> PartitionState:
+    return PartitionState(
+        record.partition_id, record.leader, record.leader_epoch, tuple(record.replicas), tuple(record.isr),
+        max(record.partition_epoch, 0), tuple(record.adding_replicas or ()), tuple(record.removing_replicas or ()),
+    )
 
 
 def _topic_by_id(image: MetadataImage, topic_id: uuid.UUID) -> TopicImage:

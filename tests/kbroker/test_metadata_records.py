@@ -166,3 +166,50 @@ def test_image_partitions_stay_ordered_whether_appended_or_replaced():
     partitions = image.topics["t"].partitions
     assert [p.partition for p in partitions] == [0, 1, 2]
     assert [p.leader_epoch for p in partitions] == [0, 4, 0]
+
+
+_TOPIC_IDS = [uuid.UUID(int=n) for n in (1, 2, 3)]
+
+
+@st.composite
+def _changes(draw):
+    """Topic, partition, partition change and removal records over three topics, in any order."""
+    made = []
+    for _ in range(draw(st.integers(0, 60))):
+        topic = draw(st.integers(0, 2))
+        topic_id = _TOPIC_IDS[topic]
+        kind = draw(st.sampled_from(["topic", "partition", "run", "run", "change", "remove"]))
+        if kind == "run":  # consecutive partitions, as a creation or CreatePartitions writes them
+            first = draw(st.integers(0, 4))
+            made.extend(records.PartitionRecord(partition_id=index, topic_id=topic_id, replicas=[1], isr=[1], leader=1,
+                                                leader_epoch=0) for index in range(first, first + draw(st.integers(1, 5))))
+        elif kind == "topic":
+            made.append(records.TopicRecord(name=f"t{topic}", topic_id=topic_id))
+        elif kind == "partition":
+            made.append(records.PartitionRecord(partition_id=draw(st.integers(0, 6)), topic_id=topic_id, replicas=[1],
+                                                isr=[1], leader=draw(st.integers(1, 3)), leader_epoch=draw(st.integers(0, 3))))
+        elif kind == "change":
+            made.append(records.PartitionChangeRecord(partition_id=draw(st.integers(0, 6)), topic_id=topic_id,
+                                                      leader=draw(st.integers(1, 3))))
+        else:
+            made.append(records.RemoveTopicRecord(topic_id=topic_id))
+    return made
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(_changes())
+def test_a_change_applied_at_once_is_the_change_applied_record_by_record(change):
+    """apply_records adds a topic's run of next partitions in one step; the image is the same as with
+    apply_record one record at a time, or both refuse the change."""
+    from kbroker.metadata.image import MetadataImage, apply_record, apply_records
+
+    start = MetadataImage(cluster_id="c", controller_id=1)
+    try:
+        expected = start
+        for record in change:
+            expected = apply_record(expected, record)
+    except (KeyError, IndexError) as error:
+        with pytest.raises(type(error)):
+            apply_records(start, change)
+        return
+    assert apply_records(start, change) == expected
