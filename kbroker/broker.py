@@ -481,8 +481,11 @@ class Broker:
         for partition in topic.partitions:
             if self.node_id not in partition.replicas:
                 continue
-            self.logs.open(topic.name, partition.partition, config, topic.topic_id, sync_metadata=not running)
-        if running:  # new partitions' metadata files are fsynced together, off the event loop
+            # A new partition's directory waits for its first write: creating 2,000 partitions touches
+            # no file (kbroker/log/partition_log.py, Log.open).
+            self.logs.open(topic.name, partition.partition, config, topic.topic_id, sync_metadata=not running,
+                           defer_directory=True)
+        if running:  # metadata files rewritten for a changed topic id are fsynced together, off the event loop
             self._nursery.start_soon(trio.to_thread.run_sync, _fsync_all, self.logs.take_unsynced_metadata())
 
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:

@@ -4,16 +4,17 @@ read only those.
 A session of 2,000 partitions of which 10 receive data would otherwise read 2,000 partitions per request
 to answer 10 (Kafka reads them all; here each read is Python, ~15 us). A :class:`SessionWatch` is attached
 to the session (``FetchSessionCache.attach``) and gives every partition it read a :class:`_Touch` in the
-partition's ``advance_watchers`` (kbroker/replication/replica.py): when the high watermark moves (or the
-partition goes offline) the touch marks the partition, and wakes the session's long poll. An incremental
+partition's ``advance_watchers`` (kbroker/replication/replica.py): when the high watermark or the log start
+moves (retention, DeleteRecords) or the partition goes offline, the touch marks the partition, and wakes the
+session's long poll. An incremental
 request then reads the partitions it names, the touched ones, and those that still had something to give
 (records left behind for want of fetch.max.bytes, an error); the others are as their last answer said and
 are not answered anyway.
 
-What moves no high watermark is caught by reading every partition again: when the metadata image changed
-since the last full read (leaders, epochs, topics, ACLs) and at least every ``FULL_READ_MS`` (a log start
-offset moved by retention or DeleteRecords, the one change left). Followers' sessions are always read whole:
-each fetch tells the leader where the follower is (the ISR depends on it).
+What touches no partition is caught by reading every partition again: when the metadata image changed since
+the last full read (leaders, epochs, topics, ACLs), and, should anything else slip through, at least every
+``FULL_READ_MS``. Followers' sessions are always read whole: each fetch tells the leader where the follower
+is (the ISR depends on it).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import trio
 
 from kbroker.fetch_sessions import PartitionKey
 
-FULL_READ_MS = 1000
+FULL_READ_MS = 10_000
 
 
 class _Touch:

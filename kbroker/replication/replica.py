@@ -99,8 +99,9 @@ class Partition:
         self._flush_policy_wanted = -1  # the highest offset whose append reached flush.messages
         self._advanced = trio.Event()  # set (and replaced) whenever the high watermark moves
         self._appended = trio.Event()  # set (and replaced) whenever the log grows (followers' fetches wait on it)
-        self.advance_watchers = Watchers()  # told when the high watermark moves (consumers' fetches)
+        self.advance_watchers = Watchers()  # told when the high watermark or the log start moves (consumers' fetches)
         self.append_watchers = Watchers()  # told when the log grows (followers' fetches)
+        log.on_start_moved = self.advance_watchers.fire  # a fetch session answers a moved log start
         # The high watermark when others' copies count (a replicated partition); None: the durable end.
         self._high_watermark: int | None = None if len(replicas) <= 1 else log.log_start_offset
         self.follower_offsets: dict[int, int] = {}  # leader: each follower's durable end, as its fetches say

@@ -738,3 +738,38 @@ class FetchSessionMachine(RuleBasedStateMachine):
 FetchSessionMachine.TestCase.settings = settings(max_examples=150, stateful_step_count=40, deadline=None,
                                                  suppress_health_check=[HealthCheck.too_slow])
 TestFetchSessionMachine = FetchSessionMachine.TestCase
+
+
+# -- attachments ----------------------------------------------------------------------------
+
+
+class Attached:
+    def __init__(self) -> None:
+        self.released = 0
+
+    def release(self) -> None:
+        self.released += 1
+
+
+def test_an_attachment_is_released_once_when_its_session_closes_empties_or_is_evicted():
+    cache = new_cache(max_slots=1)
+    closed = open_session(cache, [FOO0, FOO1])
+    cache.attach(closed, closing := Attached())
+    incremental = context(cache, closed, 1)
+    assert cache.attachment(incremental) is closing
+    cache.answer(incremental, [], 0)
+    context(cache, closed, FINAL_EPOCH)  # closed by a sessionless request
+    assert closing.released == 1
+
+    emptied = open_session(cache, [FOO0])
+    cache.attach(emptied, emptying := Attached())
+    assert context(cache, emptied, 1, forgotten=[FOO0]).kind is ContextKind.SESSIONLESS
+    assert emptying.released == 1
+
+    evicted = open_session(cache, [FOO0])
+    cache.attach(evicted, evicting := Attached())
+    cache.answer(context(cache, evicted, 1), [], EVICTION + 1)  # used after its creation: evictable
+    newcomer = open_session(cache, [FOO0, FOO1, FOO2], now_ms=EVICTION + 2)
+    assert cache.session(evicted) is None and cache.session(newcomer) is not None
+    assert evicting.released == 1
+    assert cache.attachment(context(cache, INVALID_SESSION_ID, FINAL_EPOCH)) is None  # a sessionless request

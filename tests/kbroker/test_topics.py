@@ -36,7 +36,11 @@ def test_create_describe_delete_and_restart(tmp_path):
         metadata = client.list_topics(timeout=10)
         assert {name: len(topic.partitions) for name, topic in metadata.topics.items()} == {"orders": 3, "defaults": 1, "compacted": 1}
         assert all(p.leader == 1 and p.replicas == [1] and p.isrs == [1] for p in metadata.topics["orders"].partitions.values())
-        assert (tmp_path / "orders-2" / "partition.metadata").exists()
+        assert not (tmp_path / "orders-2").exists()  # a partition's directory waits for its first record
+        producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap, "acks": "all"})
+        producer.produce("orders", b"first", partition=2)
+        assert producer.flush(10) == 0
+        assert (tmp_path / "orders-2" / "partition.metadata").exists()  # written by the flush the ack waited for
         client.delete_topics(["defaults"], operation_timeout=10)["defaults"].result(timeout=10)
         assert not (tmp_path / "defaults-0").exists()
 

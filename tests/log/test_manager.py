@@ -96,3 +96,66 @@ def test_a_new_partition_is_one_directory_and_its_metadata_until_data_comes(tmp_
     assert "00000000000000000000.log" in os.listdir(tmp_path / "fresh-0")
     reopened.close()
     assert LogManager(str(tmp_path)).open("fresh", 0).log_end_offset == 1
+
+
+def test_a_deferred_partition_touches_no_file_until_its_first_write(tmp_path, durability_events):
+    manager = LogManager(str(tmp_path))
+    topic_id = uuid.uuid4()
+    log = manager.open("lazy", 0, LogConfig(), topic_id=topic_id, defer_directory=True)
+    assert log.created and not log.directory_made and log.topic_id == topic_id
+    assert not (tmp_path / "lazy-0").exists()
+    assert (log.log_start_offset, log.log_end_offset, log.read(0, 1 << 20)) == (0, 0, None)
+    assert log.leader_epochs.latest_epoch is None
+    log.flush()  # nothing to make durable: no directory to sync either
+    assert durability_events == []
+
+    log.append(batch([b"first"]), leader_epoch=3)
+    assert sorted(os.listdir(tmp_path / "lazy-0")) == ["00000000000000000000.log", "leader-epoch-checkpoint"]
+    del durability_events[:]
+    log.flush()  # the first flush writes the metadata file, in the flusher's thread, and makes it durable
+    assert sorted(os.listdir(tmp_path / "lazy-0")) == ["00000000000000000000.log", "leader-epoch-checkpoint",
+                                                      "partition.metadata"]
+    assert ("fsync", True) in durability_events and durability_events.count(("fsync", False)) >= 3
+    manager.close()
+    reopened = LogManager(str(tmp_path))
+    again = reopened.open("lazy", 0, LogConfig(), topic_id=topic_id, defer_directory=True)
+    assert again.directory_made and (again.log_end_offset, again.topic_id) == (1, topic_id)
+    reopened.close()
+
+
+def test_a_deferred_partition_never_written_is_gone_after_close_and_deletes_cleanly(tmp_path):
+    manager = LogManager(str(tmp_path))
+    manager.open("never", 0, LogConfig(), topic_id=uuid.uuid4(), defer_directory=True)
+    manager.open("never", 1, LogConfig(), topic_id=uuid.uuid4(), defer_directory=True)
+    manager.delete("never", 1)
+    manager.close()
+    assert not any(name.startswith("never-") for name in os.listdir(tmp_path))
+    reopened = LogManager(str(tmp_path))
+    assert reopened.open("never", 0, LogConfig(), defer_directory=True).log_end_offset == 0
+    reopened.close()
+
+
+def test_a_follower_starting_a_deferred_log_elsewhere_makes_its_directory(tmp_path):
+    manager = LogManager(str(tmp_path))
+    log = manager.open("follow", 0, LogConfig(), topic_id=uuid.uuid4(), defer_directory=True)
+    log.truncate_fully_and_start_at(40)  # the leader's log starts at 40
+    assert (tmp_path / "follow-0").is_dir() and (log.log_start_offset, log.log_end_offset) == (40, 40)
+    manager.close()  # its flush writes the metadata
+    assert (tmp_path / "follow-0" / "partition.metadata").exists()
+
+
+def test_a_moved_log_start_is_told_to_the_log_s_owner(tmp_path):
+    """Retention and DeleteRecords move no high watermark: the log tells its partition, whose fetch sessions
+    answer the new log start (kbroker/handlers/fetch_watch.py)."""
+    manager = LogManager(str(tmp_path))
+    log = manager.open("starts", 0, LogConfig(segment_bytes=100, retention_ms=0), topic_id=uuid.uuid4())
+    told = []
+    log.on_start_moved = lambda: told.append(log.log_start_offset)
+    for value in (b"a" * 80, b"b" * 80, b"c" * 80):
+        log.append(batch([value]), leader_epoch=0, now_ms=0)
+    log.advance_log_start_offset(1)
+    log.advance_log_start_offset(1)  # no move: nothing told
+    assert told == [1]
+    assert log.apply_retention(now_ms=10_000) and told == [1, 2]
+    assert log.apply_retention(now_ms=10_000) == [] and told == [1, 2]
+    manager.close()
