@@ -135,13 +135,13 @@ def test_a_compacted_topic_keeps_the_latest_value_per_key():
         consumer = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "c",
                                              "auto.offset.reset": "earliest", "enable.auto.commit": False})
         consumer.assign([confluent_kafka.TopicPartition("compacted", 0, 0)])
-        latest = {}
+        latest, read = {}, 0
         deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            messages = consumer.consume(100, 0.5)
-            if not messages:
-                break
-            for message in messages:
+        # Until the log end (offset 29) is read, not until a first empty poll: the cleaned segments hold empty
+        # batches, one fetch each, and a loaded machine can take longer than one poll over them.
+        while time.monotonic() < deadline and read < 30:
+            for message in consumer.consume(100, 0.5):
                 latest[message.key()] = message.value().split(b".")[0]
+                read = message.offset() + 1
         consumer.close()
         assert latest == {b"k0": b"v27", b"k1": b"v28", b"k2": b"v29"}
