@@ -422,9 +422,13 @@ class Broker:
         key = (topic, index)
         partition = self._partitions.get(key)
         if partition is None:
-            state = self.image.topics[topic].partitions[index]
+            topic_image = self.image.topics[topic]
+            state = topic_image.partitions[index]
+            log = self.logs.logs.get(key) or self.logs.open(
+                topic, index, topic_log_config(self.log_defaults, topic_image.configs), topic_image.topic_id,
+                defer_directory=True)  # a new partition's log opens on its first use (_open_logs)
             partition = self._partitions[key] = Partition(
-                topic, index, self.logs.logs[key], self.flusher, state.leader_epoch, node_id=self.node_id,
+                topic, index, log, self.flusher, state.leader_epoch, node_id=self.node_id,
                 replicas=state.replicas, isr=state.isr, leader=state.leader, clock=self.clock,
                 on_storage_failure=self.storage_failed, free_space=self.free_space)
             if self.log_dir_offline is not None:
@@ -476,15 +480,16 @@ class Broker:
                 log.settings = SegmentSettings(config.index_interval_bytes, config.segment_index_bytes)
 
     def _open_logs(self, topic) -> None:
+        """Open the logs of ``topic``'s partitions placed here that have a directory from before this start.
+        A new partition's log is opened on its first use (``partition``), and its directory made at its
+        first write (kbroker/log/partition_log.py, Log.open): creating 2,000 partitions touches no file and
+        builds no log."""
         config = topic_log_config(self.log_defaults, topic.configs)
         running = self._nursery is not None
         for partition in topic.partitions:
-            if self.node_id not in partition.replicas:
-                continue
-            # A new partition's directory waits for its first write: creating 2,000 partitions touches
-            # no file (kbroker/log/partition_log.py, Log.open).
-            self.logs.open(topic.name, partition.partition, config, topic.topic_id, sync_metadata=not running,
-                           defer_directory=True)
+            if self.node_id in partition.replicas and self.logs.found_at_start(topic.name, partition.partition):
+                self.logs.open(topic.name, partition.partition, config, topic.topic_id, sync_metadata=not running,
+                               defer_directory=True)
         if running:  # metadata files rewritten for a changed topic id are fsynced together, off the event loop
             self._nursery.start_soon(trio.to_thread.run_sync, _fsync_all, self.logs.take_unsynced_metadata())
 

@@ -59,9 +59,18 @@ class LogManager:
         self._checkpointed: tuple[dict, dict] | None = None  # both files' contents; only this manager writes them
         self.logs: dict[TopicPartition, Log] = {}
         self._unsynced_metadata: list[str] = []
-        for name in os.listdir(log_dir):  # partitions deleted before a stop or a crash
-            if name.endswith(DELETE_SUFFIX):
+        self._found: set[str] = set()  # the partition directories there at start and not opened since
+        for name in os.listdir(log_dir):
+            if name.endswith(DELETE_SUFFIX):  # partitions deleted before a stop or a crash
                 self.remove_directory(os.path.join(log_dir, name))
+            elif parse_partition_directory_name(name) is not None:
+                self._found.add(name)
+
+    def found_at_start(self, topic: str, partition: int) -> bool:
+        """Whether the partition had a directory when this manager started and is not open yet: such a log
+        must be opened before checkpoints are written, which would otherwise forget its recovery point and
+        log start. A partition without one holds nothing and may be opened on its first use."""
+        return partition_directory_name(topic, partition) in self._found
 
     def take_unsynced_metadata(self) -> list[str]:
         """The ``partition.metadata`` paths written without fsync since the last call (see :meth:`open`)."""
@@ -92,7 +101,9 @@ class LogManager:
         key = (topic, partition)
         if key in self.logs:
             return self.logs[key]
-        directory = os.path.join(self.log_dir, partition_directory_name(topic, partition))
+        name = partition_directory_name(topic, partition)
+        self._found.discard(name)
+        directory = os.path.join(self.log_dir, name)
         log = Log.open(
             directory,
             config,
@@ -160,6 +171,7 @@ class LogManager:
         log = self.logs.pop((topic, partition), None)
         if log is not None:
             log.close()
+        self._found.discard(partition_directory_name(topic, partition))
         directory = os.path.join(self.log_dir, partition_directory_name(topic, partition))
         renamed = f"{directory}.{uuid.uuid4().hex}{DELETE_SUFFIX}"
         try:

@@ -19,17 +19,22 @@ async def handle(broker, context, request):
     if not allowed_on_cluster(broker, context, AclOperation.DESCRIBE):
         return DescribeLogDirsResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, results=[])
     logs = broker.logs.logs
+    # The replicas the image places here, whether or not their logs are open yet (a new partition's opens
+    # on its first use, and is empty until then).
+    placed = {(name, state.partition) for name, topic in broker.image.topics.items() for state in topic.partitions
+              if broker.node_id in state.replicas}
+    hosted = placed | set(logs)
     if request.topics is None:
-        wanted = set(logs)
+        wanted = hosted
     else:
-        wanted = {(topic.topic, index) for topic in request.topics for index in topic.partitions}
+        wanted = {(topic.topic, index) for topic in request.topics for index in topic.partitions} & hosted
     by_topic: dict[str, list] = {}
-    for (topic, index), log in sorted(logs.items()):
-        if (topic, index) in wanted:
-            # A leader's log is never behind itself: no lag, and no future (moving) replicas on one dir.
-            by_topic.setdefault(topic, []).append(
-                PartitionResult(partition_index=index, partition_size=log.size_bytes, offset_lag=0, is_future_key=False)
-            )
+    for topic, index in sorted(wanted):
+        log = logs.get((topic, index))
+        # A leader's log is never behind itself: no lag, and no future (moving) replicas on one dir.
+        by_topic.setdefault(topic, []).append(PartitionResult(
+            partition_index=index, partition_size=log.size_bytes if log is not None else 0, offset_lag=0,
+            is_future_key=False))
     log_dir = os.path.abspath(broker.logs.log_dir)
     if broker.log_dir_offline is not None:  # as Kafka describes an offline log directory
         return DescribeLogDirsResponse(results=[DirResult(error_code=ErrorCode.KAFKA_STORAGE_ERROR, log_dir=log_dir, topics=[])])

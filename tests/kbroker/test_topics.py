@@ -10,6 +10,7 @@ from compat_tests.test_errors import call
 from kbroker.testing import running_broker
 from kbroker.wire.errors import ErrorCode
 from kbroker.wire.schema import API_BY_NAME
+from testkit.raw_client import request
 
 
 def create(client, *topics, validate_only=False):
@@ -37,6 +38,11 @@ def test_create_describe_delete_and_restart(tmp_path):
         assert {name: len(topic.partitions) for name, topic in metadata.topics.items()} == {"orders": 3, "defaults": 1, "compacted": 1}
         assert all(p.leader == 1 and p.replicas == [1] and p.isrs == [1] for p in metadata.topics["orders"].partitions.values())
         assert not (tmp_path / "orders-2").exists()  # a partition's directory waits for its first record
+        assert broker.broker.logs.logs.get(("orders", 2)) is None  # nor is its log built before its first use
+        described = call(broker.port, "DescribeLogDirs", 4, request("DescribeLogDirs", topics=None))
+        listed = {(topic.name, p.partition_index, p.partition_size) for topic in described.results[0].topics
+                  for p in topic.partitions}
+        assert {("orders", index, 0) for index in range(3)} <= listed  # hosted here all the same, empty
         producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap, "acks": "all"})
         producer.produce("orders", b"first", partition=2)
         assert producer.flush(10) == 0
