@@ -89,8 +89,8 @@ class LogManager:
              *, sync_metadata: bool = True, defer_directory: bool = False) -> Log:
         """Open or create a partition's log; a topic id is kept in ``partition.metadata``.
 
-        With ``defer_directory`` a new partition's directory and ``partition.metadata`` are made before
-        its first write (``Log.make_directory``), and the file is fsynced by the log's first flush.
+        With ``defer_directory`` a new partition's directory is made before its first write
+        (``Log.make_directory``), and its ``partition.metadata`` by its first flush.
 
         With ``sync_metadata=False`` a new ``partition.metadata`` is not fsynced
         here but queued for :meth:`take_unsynced_metadata` (as Kafka flushes it
@@ -195,8 +195,10 @@ class LogManager:
 
 def _write_deferred_metadata(metadata: PartitionMetadataFile, topic_id: uuid.UUID, log: Log) -> None:
     """A deferred partition's directory was just made (its first write): its partition.metadata is written
-    by the log's first flush, in the flusher's thread (0.6 ms a file on a VM disk, kept off the event loop)."""
-    log.defer_write(functools.partial(_write_metadata_quietly, metadata, topic_id), metadata.path)
+    by the log's first flush, in the flusher's thread (0.6 ms a file on a VM disk, kept off the event loop),
+    and not fsynced: the topic id is in the metadata log, and a file a crash lost or emptied is written
+    again at the next open (as one queued by ``take_unsynced_metadata`` before its fsync)."""
+    log.defer_write(functools.partial(_write_metadata_quietly, metadata, topic_id))
 
 
 def _write_metadata_quietly(metadata: PartitionMetadataFile, topic_id: uuid.UUID) -> None:

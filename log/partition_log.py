@@ -223,11 +223,10 @@ class Log:
         if self.on_directory_made is not None:
             self.on_directory_made(self)
 
-    def defer_write(self, write: Callable[[], None], path: str) -> None:
-        """Have the next flush (in the flusher's thread) call ``write``, which writes ``path`` without
-        fsync and handles its own errors, then fsync ``path`` with the data it flushes."""
+    def defer_write(self, write: Callable[[], None]) -> None:
+        """Have the next flush with data (in the flusher's thread) call ``write`` first, which writes a file
+        that needs no fsync (it can be made again) and handles its own errors."""
         self._deferred_writes.append(write)
-        self._unsynced_files.append(path)
 
     def _start_empty(self, log_start_offset: int) -> None:
         # A new log: nothing to recover or make durable (lost in a crash, it is simply

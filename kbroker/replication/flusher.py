@@ -130,6 +130,8 @@ def _sync_filesystems(batch) -> list:
     synced: dict[int, BaseException | None] = {}  # filesystem (st_dev) -> its syncfs error
     results = []
     for job, done in batch:
+        for write in job.writes:  # files the job writes before its fsyncs (Log.defer_write): the syncfs covers them
+            write()
         directory = job.segments[0].directory
         try:
             device = os.stat(directory).st_dev

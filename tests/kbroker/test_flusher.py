@@ -202,3 +202,32 @@ async def test_the_injected_failure_fails_every_fsync_while_its_file_exists(tmp_
     flusher.stop()
     assert reports[0][0] is unrun and reports[0][1].errno == 5 and unrun.thread is None
     assert reports[1] == (run, None) and run.thread == "kbroker-flusher"
+
+
+async def test_files_a_flush_writes_first_are_written_on_the_syncfs_path_too(tmp_path):
+    """A new partition's partition.metadata is written by its first flush (Log.defer_write); with many
+    partitions flushed together by one syncfs (2,000 partitions' first records) each is still written."""
+    import uuid
+
+    from kbroker.log.manager import LogManager
+
+    flusher = Flusher()
+    manager = LogManager(str(tmp_path))
+    topic_id = uuid.uuid4()
+    logs = [manager.open("first", i, LogConfig(), topic_id, defer_directory=True) for i in range(40)]
+    partitions = [Partition("first", i, log, flusher) for i, log in enumerate(logs)]
+    gate = threading.Event()
+    holder = Job(gate)
+    flusher.submit(holder, lambda job, error: None)  # holds the thread while all 40 queue up
+    assert holder.started.wait(10)
+    for log in logs:
+        log.append(bytearray(build_batch([Record(value=b"v")])))
+    async with trio.open_nursery() as nursery:
+        for partition in partitions:
+            nursery.start_soon(partition.wait_durable, 0)
+        await trio.sleep(0.05)
+        gate.set()
+    assert all((tmp_path / f"first-{i}" / "partition.metadata").exists() for i in range(40))
+    flusher.stop()
+    manager.close()
+    assert LogManager(str(tmp_path)).open("first", 7, LogConfig()).topic_id == topic_id
