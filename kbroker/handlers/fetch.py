@@ -71,9 +71,7 @@ async def handle(broker: HandlerNode, context, request):
         if incremental:
             with trio.move_on_after(remaining):
                 await watch.moved.wait()
-            named = {partition.key for partition in wanted}
-            wanted = [partition for partition in session.partitions
-                      if partition.key in named or partition.key in watch.touched]
+            wanted = _in_session_order(session, {partition.key for partition in wanted} | watch.touched)
         else:
             await wait_for_partitions(reading.partitions, follower, remaining)
         if time.monotonic() >= deadline:
@@ -85,8 +83,8 @@ async def handle(broker: HandlerNode, context, request):
 def _watch(broker: HandlerNode, session: FetchContext, follower: bool) -> SessionWatch | None:
     """A consumer's session's watch (kbroker/handlers/fetch_watch.py): its own for an incremental request,
     a new one for a full request (kept if the answer opens a session)."""
-    if follower or session.kind is ContextKind.SESSIONLESS:
-        return None
+    if follower or session.kind is ContextKind.SESSIONLESS or broker.fetch_sessions.max_slots == 0:
+        return None  # (with no slots a full request never opens a session: nothing to mark)
     if session.kind is ContextKind.FULL:
         return SessionWatch()
     watch = broker.fetch_sessions.attachment(session)
@@ -104,8 +102,11 @@ def _to_read(broker: HandlerNode, session: FetchContext, watch: SessionWatch | N
     if (session.kind is not ContextKind.INCREMENTAL or watch is None
             or watch.reads_all(broker.image, broker.clock.monotonic_ms())):
         return session.partitions
-    named = set(session.added) | set(session.updated) | watch.touched
-    return [partition for partition in session.partitions if partition.key in named]
+    return _in_session_order(session, set(session.added) | set(session.updated) | watch.touched)
+
+
+def _in_session_order(session: FetchContext, keys: set) -> list:
+    return [partition for partition in session.partitions if partition.key in keys]
 
 
 def _session_context(broker: HandlerNode, context, request, follower: bool) -> FetchContext:
