@@ -111,17 +111,7 @@ async def test_many_waiting_partitions_share_one_syncfs(tmp_path, monkeypatch):
     flusher = Flusher()
     logs = [Log.open(str(tmp_path / f"many-{i}"), LogConfig()) for i in range(40)]
     partitions = [Partition("many", i, log, flusher) for i, log in enumerate(logs)]
-    gate = threading.Event()
-    holder = Job(gate)
-    flusher.submit(holder, lambda job, error: None)  # holds the thread while all 40 queue up
-    assert holder.started.wait(10)
-    for log in logs:
-        log.append(bytearray(build_batch([Record(value=b"v")])))
-    async with trio.open_nursery() as nursery:
-        for partition in partitions:
-            nursery.start_soon(partition.wait_durable, 0)
-        await trio.sleep(0.05)
-        gate.set()
+    await _first_records_flushed_together(flusher, logs, partitions)
     assert len(calls) == 1
     assert all(partition.high_watermark == 1 for partition in partitions)
     flusher.stop()
@@ -216,9 +206,19 @@ async def test_files_a_flush_writes_first_are_written_on_the_syncfs_path_too(tmp
     topic_id = uuid.uuid4()
     logs = [manager.open("first", i, LogConfig(), topic_id, defer_directory=True) for i in range(40)]
     partitions = [Partition("first", i, log, flusher) for i, log in enumerate(logs)]
+    await _first_records_flushed_together(flusher, logs, partitions)
+    assert all((tmp_path / f"first-{i}" / "partition.metadata").exists() for i in range(40))
+    flusher.stop()
+    manager.close()
+    assert LogManager(str(tmp_path)).open("first", 7, LogConfig()).topic_id == topic_id
+
+
+async def _first_records_flushed_together(flusher, logs, partitions) -> None:
+    """Each log gets a record while the flusher's thread is held, so that all their flushes queue up and
+    go in one batch (the syncfs path); returns once every partition's record is durable."""
     gate = threading.Event()
     holder = Job(gate)
-    flusher.submit(holder, lambda job, error: None)  # holds the thread while all 40 queue up
+    flusher.submit(holder, lambda job, error: None)  # holds the thread while the flushes queue up
     assert holder.started.wait(10)
     for log in logs:
         log.append(bytearray(build_batch([Record(value=b"v")])))
@@ -227,7 +227,3 @@ async def test_files_a_flush_writes_first_are_written_on_the_syncfs_path_too(tmp
             nursery.start_soon(partition.wait_durable, 0)
         await trio.sleep(0.05)
         gate.set()
-    assert all((tmp_path / f"first-{i}" / "partition.metadata").exists() for i in range(40))
-    flusher.stop()
-    manager.close()
-    assert LogManager(str(tmp_path)).open("first", 7, LogConfig()).topic_id == topic_id
