@@ -87,12 +87,15 @@ async def serve(server, started_at: float, data_dir: str, ready: list | None = N
     ``ready`` gets True appended once it serves."""
     import trio
 
+    from kbroker.collector import keep_full_collections_short
+
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:
             await nursery.start(server.run)
             if ready is not None:
                 ready.append(True)
             _collect_garbage_again()
+            nursery.start_soon(keep_full_collections_short)
             elapsed_ms = (time.perf_counter() - started_at) * 1000
             logger.info("kbroker %s ready on %s in %.0f ms (data in %s)", __version__, ", ".join(server.addresses()),
                         elapsed_ms, data_dir)
@@ -107,7 +110,7 @@ def _collect_garbage_again() -> None:
     """Starting, the command imports some 350 modules and builds their classes with the collector off
     (main): collecting meanwhile would only walk objects that live as long as the process, some 15 ms of
     a start of 250. Once serving, what exists is frozen (the collector skips it from then on) and
-    collection resumes."""
+    collection resumes, full collections kept short from then on (kbroker/collector.py)."""
     if not gc.isenabled():
         gc.freeze()
         gc.enable()

@@ -27,7 +27,8 @@ ALLOWED: dict[str, set[str]] = {
 KBROKER_ARROWS = """
 broker: config controller data_directories fetch_sessions group http lifecycle listen metadata metrics peers
         producer_ids replication schemas security server share topics txn
-cli: broker config controller data_directories event_log listen metadata schemas tools
+cli: broker collector config controller data_directories event_log listen metadata schemas tools
+collector:
 config: metadata results security topics
 controller: config handlers metadata peers producer_ids security server
 coordinator_records:
