@@ -57,6 +57,7 @@ from kbroker.log.checkpoint import fsync_file_and_directory, kafka_uuid_string
 from kbroker.log.clock import SYSTEM_CLOCK, Clock
 from kbroker.log.descriptor_cache import DESCRIPTORS, describe_limits, open_files_limits, out_of_descriptors
 from kbroker.log.manager import LogManager
+from kbroker.log.preparer import LogPreparer
 from kbroker.log.segment import SegmentSettings
 from kbroker.wire.errors import ErrorCode
 from kbroker.wire.schema import API_BY_KEY, API_BY_NAME
@@ -329,7 +330,7 @@ class Broker:
                 self._open_logs(topic)
                 for state in topic.partitions:
                     replica = self._partitions.get((name, state.partition))
-                    if self.node_id not in state.replicas and (name, state.partition) in self.logs.logs:
+                    if self.node_id not in state.replicas and self.logs.holds(name, state.partition):
                         logger.info("%s-%d: reassigned away from this broker; deleting its log", name, state.partition)
                         self._delete_log(name, state.partition)
                     elif replica is not None:
@@ -481,15 +482,20 @@ class Broker:
 
     def _open_logs(self, topic) -> None:
         """Open the logs of ``topic``'s partitions placed here that have a directory from before this start.
-        A new partition's log is opened on its first use (``partition``), and its directory made at its
-        first write (kbroker/log/partition_log.py, Log.open): creating 2,000 partitions touches no file and
-        builds no log."""
+        A new partition's log is opened on its first use (``partition``); its directory is made meanwhile in
+        worker threads (kbroker/log/preparer.py), or at its first write if that comes first
+        (kbroker/log/partition_log.py, Log.open): creating 2,000 partitions waits for no file and builds no
+        log."""
         config = topic_log_config(self.log_defaults, topic.configs)
         running = self._nursery is not None
         for partition in topic.partitions:
-            if self.node_id in partition.replicas and self.logs.found_at_start(topic.name, partition.partition):
+            if self.node_id not in partition.replicas:
+                continue
+            if self.logs.found_at_start(topic.name, partition.partition):
                 self.logs.open(topic.name, partition.partition, config, topic.topic_id, sync_metadata=not running,
                                defer_directory=True)
+            elif running:  # its directory made ahead in worker threads, as Kafka's broker makes a new log
+                self.logs.prepare(topic.name, partition.partition, topic.topic_id)
         if running:  # metadata files rewritten for a changed topic id are fsynced together, off the event loop
             self._nursery.start_soon(trio.to_thread.run_sync, _fsync_all, self.logs.take_unsynced_metadata())
 
@@ -508,6 +514,7 @@ class Broker:
             self.metrics_port = http_sockets[0].getsockname()[1]
         self.flusher = Flusher(self.metrics.fsync_seconds.observe if self.metrics is not None else None,
                                fails_if=injected_failure(self.settings.data_dir))
+        self.logs.preparer = LogPreparer()
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
@@ -551,6 +558,7 @@ class Broker:
             # snapshots and checkpoints as they close (an offline directory's: no fsync, no checkpoint).
             with trio.CancelScope(shield=True):
                 await trio.to_thread.run_sync(self.flusher.stop)
+                await trio.to_thread.run_sync(self.logs.preparer.stop)
                 await trio.to_thread.run_sync(self.logs.close if self.log_dir_offline is None
                                               else self._close_offline_logs)
             if self._owns_directories:

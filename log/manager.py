@@ -29,6 +29,7 @@ from kbroker.log.clock import SYSTEM_CLOCK, Clock
 from kbroker.log.config import LogConfig
 from kbroker.log.offline import out_of_space
 from kbroker.log.partition_log import Log
+from kbroker.log.preparer import LogPreparer
 
 logger = logging.getLogger("kbroker.log.manager")
 
@@ -60,6 +61,7 @@ class LogManager:
         self.logs: dict[TopicPartition, Log] = {}
         self._unsynced_metadata: list[str] = []
         self._found: set[str] = set()  # the partition directories there at start and not opened since
+        self.preparer: LogPreparer | None = None  # set while the owner runs: new partitions' directories made ahead
         for name in os.listdir(log_dir):
             if name.endswith(DELETE_SUFFIX):  # partitions deleted before a stop or a crash
                 self.remove_directory(os.path.join(log_dir, name))
@@ -71,6 +73,23 @@ class LogManager:
         must be opened before checkpoints are written, which would otherwise forget its recovery point and
         log start. A partition without one holds nothing and may be opened on its first use."""
         return partition_directory_name(topic, partition) in self._found
+
+    def prepare(self, topic: str, partition: int, topic_id: uuid.UUID | None) -> None:
+        """A new partition placed here: have its directory made ahead of its first use, in the preparer's
+        threads (kbroker/log/preparer.py), if there is a preparer and the log is not open or found."""
+        name = partition_directory_name(topic, partition)
+        if self.preparer is not None and (topic, partition) not in self.logs and name not in self._found:
+            self.preparer.submit(os.path.join(self.log_dir, name), topic_id)
+
+    def holds(self, topic: str, partition: int) -> bool:
+        """Whether the partition has a log open here or a directory being made ahead (a partition moved
+        away from this broker has either deleted)."""
+        directory = os.path.join(self.log_dir, partition_directory_name(topic, partition))
+        return (topic, partition) in self.logs or (self.preparer is not None and self.preparer.knows(directory))
+
+    def _claim(self, directory: str) -> bool:
+        """Before touching a partition's directory: whether the preparer made it (see LogPreparer.claim)."""
+        return self.preparer is not None and self.preparer.claim(directory)
 
     def take_unsynced_metadata(self) -> list[str]:
         """The ``partition.metadata`` paths written without fsync since the last call (see :meth:`open`)."""
@@ -104,6 +123,7 @@ class LogManager:
         name = partition_directory_name(topic, partition)
         self._found.discard(name)
         directory = os.path.join(self.log_dir, name)
+        prepared = self._claim(directory)  # made ahead, with its partition.metadata
         log = Log.open(
             directory,
             config,
@@ -111,12 +131,13 @@ class LogManager:
             log_start_offset=self._checkpoint_values()[1].get(key, 0),
             now_ms=self.clock.wall_ms(),
             defer_directory=defer_directory,
+            prepared=prepared,
         )
         metadata = PartitionMetadataFile(directory + os.sep + PARTITION_METADATA)
         if not log.directory_made:
             if topic_id is not None:
                 log.on_directory_made = functools.partial(_write_deferred_metadata, metadata, topic_id)
-        elif topic_id is not None and (log.created or metadata.read() != topic_id):
+        elif topic_id is not None and not prepared and (log.created or metadata.read() != topic_id):
             metadata.write(topic_id, durable=sync_metadata)
             if not sync_metadata:
                 self._unsynced_metadata.append(metadata.path)
@@ -173,6 +194,7 @@ class LogManager:
             log.close()
         self._found.discard(partition_directory_name(topic, partition))
         directory = os.path.join(self.log_dir, partition_directory_name(topic, partition))
+        self._claim(directory)  # a directory being made ahead is finished first, one not begun is not made
         renamed = f"{directory}.{uuid.uuid4().hex}{DELETE_SUFFIX}"
         try:
             os.rename(directory, renamed)

@@ -177,6 +177,7 @@ class Log:
         now_ms: int | None = None,
         descriptors: DescriptorCache | None = None,
         defer_directory: bool = False,
+        prepared: bool = False,
     ) -> Log:
         """Open (or create) a partition directory, recovering what may be torn.
 
@@ -188,6 +189,9 @@ class Log:
         by batch; the log is cut at the first bad batch and any segment after it
         is dropped. Segments before it are trusted and opened lazily. Segment files open on use through
         ``descriptors``, the process's descriptor cache unless given one.
+
+        ``prepared``: the directory was made just now, holding the first segment's empty file and no other
+        (kbroker/log/preparer.py); it is opened as a new one.
         """
         log = cls(directory, config or LogConfig(), descriptors)
         now_ms = _now_ms() if now_ms is None else now_ms
@@ -198,7 +202,7 @@ class Log:
             log.created = True
             log.directory_made = False
             return log
-        if _make_directory(directory):
+        if prepared or _make_directory(directory):
             # A directory made just now holds nothing to scan, recover or replay: creating
             # thousands of partitions then costs one mkdir each and no file until data comes.
             log._start_empty(log_start_offset)

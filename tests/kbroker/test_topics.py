@@ -1,5 +1,7 @@
 """Creating and deleting topics with stock admin clients; the metadata survives a restart."""
 
+import os
+import time
 import uuid
 
 import confluent_kafka
@@ -37,8 +39,11 @@ def test_create_describe_delete_and_restart(tmp_path):
         metadata = client.list_topics(timeout=10)
         assert {name: len(topic.partitions) for name, topic in metadata.topics.items()} == {"orders": 3, "defaults": 1, "compacted": 1}
         assert all(p.leader == 1 and p.replicas == [1] and p.isrs == [1] for p in metadata.topics["orders"].partitions.values())
-        assert not (tmp_path / "orders-2").exists()  # a partition's directory waits for its first record
-        assert broker.broker.logs.logs.get(("orders", 2)) is None  # nor is its log built before its first use
+        assert broker.broker.logs.logs.get(("orders", 2)) is None  # a partition's log is built on its first use
+        give_up = time.monotonic() + 10  # its directory is made meanwhile, in worker threads
+        while not (tmp_path / "orders-2" / "partition.metadata").exists() and time.monotonic() < give_up:
+            time.sleep(0.01)
+        assert sorted(os.listdir(tmp_path / "orders-2")) == ["00000000000000000000.log", "partition.metadata"]
         described = call(broker.port, "DescribeLogDirs", 4, request("DescribeLogDirs", topics=None))
         listed = {(topic.name, p.partition_index, p.partition_size) for topic in described.results[0].topics
                   for p in topic.partitions}
@@ -46,7 +51,7 @@ def test_create_describe_delete_and_restart(tmp_path):
         producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap, "acks": "all"})
         producer.produce("orders", b"first", partition=2)
         assert producer.flush(10) == 0
-        assert (tmp_path / "orders-2" / "partition.metadata").exists()  # written by the flush the ack waited for
+        assert broker.broker.partition("orders", 2).log.recovery_point == 1  # the ack waited for its flush
         client.delete_topics(["defaults"], operation_timeout=10)["defaults"].result(timeout=10)
         assert not (tmp_path / "defaults-0").exists()
 
