@@ -144,7 +144,10 @@ class LogManager:
         log.topic_id = topic_id if log.created else metadata.read()
         epochs = LeaderEpochCheckpointFile(directory + os.sep + LEADER_EPOCH_CHECKPOINT)
         log.leader_epochs = LeaderEpochCache(epochs, read=not log.created)
+        log.leader_epochs.assign_recovered(log.recovered_epochs)
+        log.recovered_epochs = []
         log.leader_epochs.truncate_from_end(log.log_end_offset)
+        log.leader_epochs.write_later = log.defer_write  # a new epoch's write is the next flush's
         self.logs[key] = log
         return log
 

@@ -85,6 +85,11 @@ class AppendResult:
     flush_messages_reached: bool = False  # flush.messages unflushed messages: the caller should fsync now
 
 
+class WriteBeforeFsyncFailed(OSError):
+    """A flush job's first writes (``Log.defer_write``) failed, a full disk say: it ran no fsync, and the
+    next flush tries them again. Not an fsync failure: nothing written before is in doubt."""
+
+
 @dataclass
 class FlushJob:
     """An fsync of everything up to ``target_offset``; ``run`` may go to a worker thread."""
@@ -101,8 +106,7 @@ class FlushJob:
     writes: tuple[Callable[[], None], ...] = ()  # files to write first (Log.defer_write), off the event loop
 
     def run(self) -> None:
-        for write in self.writes:
-            write()
+        self.write_first()
         for segment in self.segments:
             # One fsync, not three: the active segment's indexes are recovery's to rebuild.
             segment.flush(indexes=segment is not self.active)
@@ -118,6 +122,15 @@ class FlushJob:
                 pass  # deleted meanwhile with its segment: nothing to keep
         if self.directory is not None or self.snapshots:
             fsync_directory(self.directory or os.path.dirname(self.snapshots[0]))  # new names must be durable too
+
+
+    def write_first(self) -> None:
+        """The files the job writes before its fsyncs (or a syncfs covering them)."""
+        try:
+            for write in self.writes:
+                write()
+        except OSError as error:
+            raise WriteBeforeFsyncFailed(error.errno, f"{error.strerror} (before the fsync)", error.filename) from error
 
 
 def _make_directory(directory: str) -> bool:
@@ -151,6 +164,7 @@ class Log:
         self._unsynced_files: list[str] = []  # producer snapshots (and partition.metadata) the next flush syncs
         self._deferred_writes: list[Callable[[], None]] = []  # what the next flush writes first (defer_write)
         self._unsynced_indexes: list[LogSegment] = []  # rolled segments whose indexes the next flush syncs
+        self.recovered_epochs: list[tuple[int, int]] = []  # the epochs of the batches recovery checked on open
         self._active_created_ms = 0
         self._roll_jitter_ms = 0  # the active segment's share of segment.jitter.ms
         self.random = _RANDOM  # where segment.jitter.ms draws from; a test may give its own, seeded
@@ -197,7 +211,7 @@ class Log:
         now_ms = _now_ms() if now_ms is None else now_ms
         log._active_created_ms = log._last_flush_ms = now_ms
         log._roll_jitter_ms = log._draw_roll_jitter()
-        if defer_directory and not os.path.isdir(directory):
+        if defer_directory and not prepared and not os.path.isdir(directory):
             log._start_empty(log_start_offset)
             log.created = True
             log.directory_made = False
@@ -283,6 +297,8 @@ class Log:
             segment = self.segments[index]
             expected = self.segments[index - 1].next_offset if index > first else None
             truncated = segment.recover(expected)
+            self.recovered_epochs.extend(segment.recovered_epochs)
+            segment.recovered_epochs = []
             if truncated:
                 truncated_at = index
                 break

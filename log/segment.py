@@ -433,11 +433,13 @@ class LogSegment:
     def recover(self, expected_base_offset: int | None = None) -> int:
         """Validate every batch, rebuild both indexes, cut the file at the first bad batch.
 
-        Returns the number of bytes truncated. A batch is bad when it is torn
+        Returns the number of bytes truncated; ``recovered_epochs`` holds the leader epochs of the batches
+        kept, where they change (for the leader epoch cache). A batch is bad when it is torn
         (runs past the end of the file), has a bad length, magic or CRC-32C,
         or goes back in offsets.
         """
         self._recent_positions.clear()
+        self.recovered_epochs = []  # (leader epoch, first offset) where the batches' epoch changes
         size = self.size
         descriptor = self.log_descriptor()
         position = 0
@@ -485,6 +487,9 @@ class LogSegment:
             since_entry += batch_size
             if self.first_batch_timestamp is None:
                 self.first_batch_timestamp = header.max_timestamp
+            epoch = header.partition_leader_epoch
+            if epoch >= 0 and (not self.recovered_epochs or self.recovered_epochs[-1][0] != epoch):
+                self.recovered_epochs.append((epoch, header.base_offset))
             next_offset = header.last_offset + 1
             position += batch_size
         truncated = size - position

@@ -27,7 +27,7 @@ from kbroker.txn.verification import add_to_transaction, ask_remote_coordinator,
 from kbroker.log.append_origin import AppendOrigin
 from kbroker.log.descriptor_cache import out_of_descriptors
 from kbroker.log.offline import LogDirOffline, out_of_space
-from kbroker.log.partition_log import ProducerStateError
+from kbroker.log.partition_log import ProducerStateError, WriteBeforeFsyncFailed
 from kbroker.log.validator import BatchRefused, ProducedBatches, read_produced, validate_produce
 from kbroker.schemas.validation import check_batch, validates
 from kbroker.wire import DecodeError
@@ -88,9 +88,11 @@ async def handle(broker: HandlerNode, context, request):
                     try:
                         await partition.wait_committed(last_offset)
                     except OSError as error:
-                        if not (out_of_descriptors(error) or isinstance(error, LogDirOffline)):
+                        if not (out_of_descriptors(error)
+                                or isinstance(error, (LogDirOffline, WriteBeforeFsyncFailed))):
                             raise
-                        # the fsync could not open its files, or failed: the log directory is offline
+                        # the fsync could not open its files, or write what comes first (a full disk: tried
+                        # again by the next flush), or failed: the log directory is offline
                         result.error_code = ErrorCode.KAFKA_STORAGE_ERROR
             for topic, partition, last_offset, result in durable_waits:
                 if result.error_code == ErrorCode.KAFKA_STORAGE_ERROR:

@@ -41,7 +41,7 @@ from kbroker.log.append_origin import AppendOrigin
 from kbroker.log.free_space import FreeSpace
 from kbroker.log.offline import LogDirOffline
 from kbroker.log.clock import SYSTEM_CLOCK, Clock
-from kbroker.log.partition_log import AppendResult, Log
+from kbroker.log.partition_log import AppendResult, Log, WriteBeforeFsyncFailed
 from kbroker.log.validator import ValidatedBatches
 
 # A flush failing with one of these never reached fsync (an open failed): see the module's docstring.
@@ -307,7 +307,8 @@ class Partition:
             self.log.complete_flush(job, now_ms=self.clock.wall_ms())
         flushing, self._flushing = self._flushing, None
         self._flush_error = error
-        if error is not None and not (isinstance(error, OSError) and error.errno in FSYNC_NOT_RUN):
+        if error is not None and not (isinstance(error, WriteBeforeFsyncFailed)
+                                      or isinstance(error, OSError) and error.errno in FSYNC_NOT_RUN):
             self.go_offline(error)
             if self.on_storage_failure is not None:
                 self.on_storage_failure(self.offline)

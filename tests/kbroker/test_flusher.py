@@ -213,7 +213,7 @@ async def test_files_a_flush_writes_first_are_written_on_the_syncfs_path_too(tmp
     assert LogManager(str(tmp_path)).open("first", 7, LogConfig()).topic_id == topic_id
 
 
-async def _first_records_flushed_together(flusher, logs, partitions) -> None:
+async def _first_records_flushed_together(flusher, logs, partitions, leader_epoch: int | None = None) -> None:
     """Each log gets a record while the flusher's thread is held, so that all their flushes queue up and
     go in one batch (the syncfs path); returns once every partition's record is durable."""
     gate = threading.Event()
@@ -221,9 +221,63 @@ async def _first_records_flushed_together(flusher, logs, partitions) -> None:
     flusher.submit(holder, lambda job, error: None)  # holds the thread while the flushes queue up
     assert holder.started.wait(10)
     for log in logs:
-        log.append(bytearray(build_batch([Record(value=b"v")])))
+        log.append(bytearray(build_batch([Record(value=b"v")])), leader_epoch=leader_epoch)
     async with trio.open_nursery() as nursery:
         for partition in partitions:
             nursery.start_soon(partition.wait_durable, 0)
         await trio.sleep(0.05)
         gate.set()
+
+
+async def test_every_first_write_comes_before_the_one_syncfs_that_covers_it(tmp_path, monkeypatch):
+    """New partitions' leader-epoch checkpoints are their first flush's to write (LeaderEpochCache.write_later),
+    in a few threads at once: on the syncfs path all of them are on disk before the syncfs."""
+    import kbroker.replication.flusher as flusher_module
+    from kbroker.log.manager import LogManager
+
+    checkpoints_at_syncfs = []
+    real = flusher_module._syncfs
+    monkeypatch.setattr(flusher_module, "_syncfs", lambda fd: checkpoints_at_syncfs.append(
+        sum((tmp_path / f"epochs-{i}" / "leader-epoch-checkpoint").exists() for i in range(40))) or real(fd))
+    flusher = Flusher()
+    manager = LogManager(str(tmp_path))
+    logs = [manager.open("epochs", i, LogConfig(), defer_directory=True) for i in range(40)]
+    partitions = [Partition("epochs", i, log, flusher, leader_epoch=6) for i, log in enumerate(logs)]
+    await _first_records_flushed_together(flusher, logs, partitions, leader_epoch=6)
+    assert checkpoints_at_syncfs == [40]
+    assert all(log.leader_epochs.checkpoint_file.read() == log.leader_epochs.entries != [] for log in logs)
+    flusher.stop()
+    manager.close()
+
+
+async def test_a_first_write_failing_for_space_is_no_fsync_failure(tmp_path):
+    """A checkpoint the flush could not write (a full disk): its waiters hear the error, the partition stays
+    online, and the next flush writes the checkpoint and makes the record durable."""
+    import errno
+
+    from kbroker.log.manager import LogManager
+    from kbroker.log.partition_log import WriteBeforeFsyncFailed
+
+    flusher = Flusher()
+    manager = LogManager(str(tmp_path))
+    log = manager.open("full", 0, LogConfig())
+    partition = Partition("full", 0, log, flusher, leader_epoch=2)
+    full = [True]
+    real_write = log.leader_epochs.checkpoint_file.write
+
+    def write(*arguments):
+        if full[0]:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real_write(*arguments)
+
+    log.leader_epochs.checkpoint_file.write = write
+    partition.append(bytearray(build_batch([Record(value=b"v")])))
+    with trio.fail_after(10), pytest.raises(WriteBeforeFsyncFailed):
+        await partition.wait_durable(0)
+    assert partition.offline is None and log.recovery_point == 0
+    full[0] = False
+    with trio.fail_after(10):
+        await partition.wait_durable(0)
+    assert log.recovery_point == 1 and [entry.epoch for entry in log.leader_epochs.checkpoint_file.read()] == [2]
+    flusher.stop()
+    manager.close()

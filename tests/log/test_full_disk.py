@@ -1,6 +1,6 @@
 """A full disk under the log (issue 26): every write a log makes fails for space in its turn, injected
 where the log calls the operating system, and the log is left as if the append had not been tried: no
-partial batch, no epoch for offsets it does not hold, indexes that catch up, appends that go on once
+partial batch, an epoch's checkpoint written by a later flush, indexes that catch up, appends that go on once
 there is room. A restart's recovery on a full disk keeps rebuilt indexes in memory.
 The broker-level cycle on a real full filesystem is compat_tests/test_disk_full.py."""
 
@@ -17,7 +17,7 @@ from kbroker.log import segment as segment_module
 from kbroker.log.config import LogConfig
 from kbroker.log.free_space import FreeSpace
 from kbroker.log.manager import LogManager
-from kbroker.log.partition_log import Log
+from kbroker.log.partition_log import Log, WriteBeforeFsyncFailed
 from kbroker.wire.records import Record, build_batch, iter_batches
 
 FULL = OSError(errno.ENOSPC, "No space left on device")
@@ -59,19 +59,26 @@ def test_an_append_cut_off_by_a_full_disk_leaves_no_partial_batch(tmp_path, monk
     reopened.close()
 
 
-def test_an_epoch_that_cannot_be_written_is_not_kept(tmp_path, monkeypatch):
+def test_an_epoch_whose_checkpoint_cannot_be_written_fails_its_flush_before_any_fsync(tmp_path, monkeypatch):
+    """A new epoch's checkpoint is written by the log's next flush (LeaderEpochCache.write_later): a full
+    disk fails that flush before its fsyncs (nothing written before is in doubt, and the partition's
+    owner does not take the directory offline for it), and the next flush writes it."""
     manager = LogManager(str(tmp_path))
     log = manager.open("p", 0, LogConfig())
     log.append(batch(), leader_epoch=3)
+    log.flush()
     epochs = log.leader_epochs
-    before = list(epochs.entries)
-    monkeypatch.setattr(epochs.checkpoint_file, "write", lambda *arguments: (_ for _ in ()).throw(FULL))
-    with pytest.raises(OSError):
-        log.append(batch(), leader_epoch=4)
-    assert epochs.entries == before and log.log_end_offset == 1
-    monkeypatch.undo()
     log.append(batch(), leader_epoch=4)
-    assert [entry.epoch for entry in epochs.entries] == [3, 4]
+    assert [entry.epoch for entry in epochs.entries] == [3, 4]  # in memory at once
+    real_write = epochs.checkpoint_file.write
+    monkeypatch.setattr(epochs.checkpoint_file, "write", lambda *arguments: (_ for _ in ()).throw(FULL))
+    with pytest.raises(WriteBeforeFsyncFailed) as failed:
+        log.flush()
+    assert failed.value.errno == errno.ENOSPC and log.recovery_point == 1
+    monkeypatch.setattr(epochs.checkpoint_file, "write", real_write)
+    log.flush()
+    assert log.recovery_point == 2 and epochs.unsynced_writes == 0
+    assert [entry.epoch for entry in epochs.checkpoint_file.read()] == [3, 4]
     manager.close()
 
 

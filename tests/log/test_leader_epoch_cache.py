@@ -199,7 +199,7 @@ def test_truncation_that_changes_nothing_does_not_rewrite_the_checkpoint(checkpo
 def test_assign_many_writes_once(checkpoint_file, cache, monkeypatch):
     writes = []
     real_write = checkpoint_file.write
-    monkeypatch.setattr(checkpoint_file, "write", lambda entries, durable=True: (writes.append(list(entries)), real_write(entries, durable)))
+    monkeypatch.setattr(checkpoint_file, "write", lambda entries, durable=True, version=None: (writes.append(list(entries)), real_write(entries, durable, version)))
     cache.assign_many([(0, 0), (0, 5), (1, 9), (3, 12)])
     assert writes == [[EpochEntry(0, 0), EpochEntry(1, 9), EpochEntry(3, 12)]]
     cache.assign_many([(3, 13)])  # nothing new: no write
@@ -301,3 +301,34 @@ def test_a_new_epoch_while_appending_is_made_durable_by_the_next_flush(tmp_path,
     assert ("fsync", True) in durability_events  # the checkpoint's directory, for its rename
     assert LeaderEpochCheckpointFile(job.epoch_checkpoint).read() == [EpochEntry(3, 0)]
     manager.close()
+
+
+def test_a_write_handed_to_the_flush_never_overwrites_a_newer_one(checkpoint_file, cache):
+    later = []
+    cache.write_later = later.append
+    cache.assign(2, 0)
+    cache.assign(4, 10)
+    assert checkpoint_file.read() == [] and cache.unsynced_writes == 2  # nothing written yet: the flush's
+    cache.truncate_from_end(10)  # a truncation is written at once, fsynced
+    assert checkpoint_file.read() == [EpochEntry(2, 0)]
+    for write in later:  # the flush runs the writes handed to it, older than the truncation's
+        write()
+    assert checkpoint_file.read() == [EpochEntry(2, 0)]
+    cache.assign(5, 10)
+    later[-1]()
+    assert checkpoint_file.read() == [EpochEntry(2, 0), EpochEntry(5, 10)]
+
+
+def test_recovery_gives_back_the_epochs_a_crash_kept_out_of_the_checkpoint(tmp_path):
+    """Batches appended and never flushed (their checkpoint write was the flush's) are in the page cache
+    after a process crash: the next open's recovery assigns their epochs, as Kafka's LogSegment.recover."""
+    manager = LogManager(str(tmp_path))
+    log = manager.open("p", 0, LogConfig())
+    for epoch in (1, 1, 3, 7):
+        log.append(bytearray(build_batch([Record(offset_delta=0, value=b"v")], partition_leader_epoch=epoch)),
+                   leader_epoch=epoch)
+    assert not os.path.exists(log.leader_epochs.checkpoint_file.path)  # the crash comes before any flush
+    reopened = LogManager(str(tmp_path)).open("p", 0, LogConfig())
+    assert reopened.leader_epochs.entries == [EpochEntry(1, 0), EpochEntry(3, 2), EpochEntry(7, 3)]
+    assert reopened.leader_epochs.checkpoint_file.read() == reopened.leader_epochs.entries
+    assert reopened.leader_epochs.unsynced_writes == 0  # written and fsynced on open

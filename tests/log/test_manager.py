@@ -110,9 +110,10 @@ def test_a_deferred_partition_touches_no_file_until_its_first_write(tmp_path, du
     assert durability_events == []
 
     log.append(batch([b"first"]), leader_epoch=3)
-    assert sorted(os.listdir(tmp_path / "lazy-0")) == ["00000000000000000000.log", "leader-epoch-checkpoint"]
+    assert sorted(os.listdir(tmp_path / "lazy-0")) == ["00000000000000000000.log"]
+    assert log.leader_epochs.latest_epoch == 3  # its checkpoint is the first flush's to write
     del durability_events[:]
-    log.flush()  # the first flush writes the metadata file, in the flusher's thread, with no fsync of its own
+    log.flush()  # the first flush writes the metadata file and the epoch's, in the flusher's thread
     assert sorted(os.listdir(tmp_path / "lazy-0")) == ["00000000000000000000.log", "leader-epoch-checkpoint",
                                                       "partition.metadata"]
     assert ("fsync", True) in durability_events and durability_events.count(("fsync", False)) == 2
