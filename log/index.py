@@ -126,8 +126,10 @@ class _Index:
         self._values.append(value)
         self._write(packed)
 
-    def rewrite(self, pairs) -> None:
-        """Replace the whole file (after a rebuild or truncation)."""
+    def rewrite(self, pairs, *, empty_file: bool = True) -> None:
+        """Replace the whole file (after a rebuild or truncation). With ``empty_file=False`` an index left
+        with no entries is no file (as good as an empty one): a restart's recovery of 20,000 one-batch
+        segments made 40,000 empty index files, at 0.04-2 ms a creation on a VM disk."""
         self._pending.clear()
         self.close()
         keys, values = [], []
@@ -138,6 +140,9 @@ class _Index:
             data += self._pack(key, value)
         self._keys, self._values = keys, values
         try:
+            if not data and not empty_file:
+                _remove(self.path)
+                return
             with open_file(self.path, "wb") as file:
                 file.write(data)
         except OSError as error:
@@ -146,10 +151,7 @@ class _Index:
             # A full disk (a recovery on it rebuilds indexes): the entries serve from memory, and the file
             # goes, so that no start trusts what it held; later entries make it a valid sparse index again.
             logger.warning("%s: no space to write the rebuilt index; it is kept in memory", self.path)
-            try:
-                os.unlink(self.path)
-            except FileNotFoundError:
-                pass
+            _remove(self.path)
 
     def truncate_entries(self, keep: int) -> None:
         keys = self._loaded()
@@ -276,3 +278,10 @@ class TimeIndex(_Index):
     def last_entry(self) -> tuple[int, int]:
         keys = self._loaded()
         return (keys[-1], self._values[-1]) if keys else (-1, self.base_offset)
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass

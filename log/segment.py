@@ -497,8 +497,8 @@ class LogSegment:
             logger.warning("%s: truncating %d bytes at position %d: %s", self.log_path, truncated, position, reason)
             os.ftruncate(descriptor, position)
             self._size = position
-        self.offset_index.rewrite(offset_entries)
-        self.time_index.rewrite(time_entries)
+        self.offset_index.rewrite(offset_entries, empty_file=False)
+        self.time_index.rewrite(time_entries, empty_file=False)
         self.txn_index.truncate_to(next_offset)
         self.next_offset = next_offset
         self.max_timestamp, self.offset_of_max_timestamp = max_timestamp, offset_of_max

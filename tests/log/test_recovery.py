@@ -441,3 +441,22 @@ def test_segments_below_the_recovery_point_are_trusted_not_rescanned(directory, 
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
     log.close()
     reopen_and_check(directory, caplog, batches, kept=2, recovery_point=0, reported=placed[2].path)
+
+
+def test_recovering_a_segment_too_small_for_index_entries_makes_no_index_files(tmp_path):
+    """A restart recovers the active segment of every partition; one holding a batch or two has no index
+    entry, and no index file is made for it (no file is an empty index)."""
+
+    directory = str(tmp_path / "small-0")
+    log = Log.open(directory, LogConfig())
+    log.append(bytearray(build_batch([Record(value=b"one")])))
+    log.flush()
+    log.close()
+    for name in ("00000000000000000000.index", "00000000000000000000.timeindex"):
+        (tmp_path / "small-0" / name).write_bytes(b"")  # left by an earlier start
+    reopened = Log.open(directory, LogConfig(), recovery_point=0)
+    assert sorted(os.listdir(directory)) == ["00000000000000000000.log"]
+    assert reopened.log_end_offset == 1 and reopened.read(0, 1 << 20) is not None
+    reopened.append(bytearray(build_batch([Record(value=b"two")])))
+    assert reopened.log_end_offset == 2
+    reopened.close()

@@ -1,0 +1,162 @@
+"""One node with very many partitions, each holding data: creation, a message each, full Metadata,
+memory and descriptors, and a restart to serving on the same data.
+
+    python bench/partitions_bench.py [--partitions 100000] [--topics 10] [--dir /tmp]
+
+kbroker runs as the ``kbroker`` command (a process of its own) on a fresh data directory under --dir.
+The partitions are spread over --topics topics, created by one confluent-kafka CreateTopics call; one
+acks=all message goes to every partition (confluent-kafka, linger.ms 5); then, on one connection, a
+full Metadata request (every topic) is timed five times. The broker is stopped (SIGTERM) and started
+again on the same directory: printed are the time from the spawn to its ready line, to the first full
+Metadata answered and to a first acknowledged message on the last partition, and the resident memory
+and open descriptors (/proc) at each step. The peer keeps partitions in memory only, so it has no
+restart to compare: 2,000-partition figures side by side with it are bench/broker_bench.py's. Nothing
+here fails on time; every wait is bounded by --deadline-s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import sys
+import tempfile
+import time
+
+BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [BENCH_DIR]
+
+from broker_bench import BrokerUnderTest, free_port  # noqa: E402
+from broker_bench_clients import full_metadata  # noqa: E402
+
+METADATA_REPEATS = 5
+
+
+class KbrokerOnDirectory(BrokerUnderTest):
+    """The kbroker command on a data directory that outlives its process (for the restart)."""
+
+    def __init__(self, work_dir: str, data_dir: str) -> None:
+        super().__init__("kbroker", work_dir)
+        self.kept_dir = data_dir
+
+    def _command(self):
+        settings = [f"listeners=PLAINTEXT://127.0.0.1:{self.port}", f"log.dirs={self.kept_dir}"]
+        return [sys.executable, "-m", "kbroker.cli", *(part for setting in settings for part in ("--override", setting))], \
+            "ready on"
+
+    def descriptors(self) -> int:
+        return len(os.listdir(f"/proc/{self.process.pid}/fd"))
+
+
+def create(bootstrap: str, topics: list[tuple[str, int]], deadline_s: float) -> float:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.list_topics(timeout=deadline_s)
+    started = time.perf_counter()
+    futures = admin.create_topics([NewTopic(name, count, 1) for name, count in topics], operation_timeout=deadline_s)
+    for future in futures.values():
+        future.result(timeout=deadline_s)
+    return time.perf_counter() - started
+
+
+def one_message_each(bootstrap: str, topics: list[tuple[str, int]], deadline_s: float) -> float:
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
+                         "message.timeout.ms": int(deadline_s * 1000), "queue.buffering.max.messages": 1_000_000})
+    producer.list_topics(timeout=deadline_s)
+    failures = []
+    started = time.perf_counter()
+    for name, count in topics:
+        for partition in range(count):
+            producer.produce(name, b"one", partition=partition,
+                             on_delivery=lambda error, _m: failures.append(error) if error else None)
+            producer.poll(0)
+    remaining = producer.flush(deadline_s)
+    if remaining or failures:
+        raise RuntimeError(f"{remaining} unacknowledged, {len(failures)} failed: {failures[:3]}")
+    return time.perf_counter() - started
+
+
+def metadata_times(port: int, partitions: int, deadline_s: float) -> list[float]:
+    with socket.create_connection(("127.0.0.1", port), timeout=deadline_s) as connection:
+        timings = []
+        for correlation_id in range(METADATA_REPEATS):
+            started = time.perf_counter()
+            size = full_metadata(connection, correlation_id)
+            timings.append(time.perf_counter() - started)
+    if size < partitions * 20:
+        raise RuntimeError(f"a Metadata answer of {size} bytes cannot describe {partitions} partitions")
+    return timings
+
+
+def first_metadata_after(port: int, started: float, deadline_s: float) -> float:
+    """Seconds from ``started`` until a full Metadata is answered (connection refusals retried)."""
+    give_up = time.monotonic() + deadline_s
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=deadline_s) as connection:
+                full_metadata(connection, 1)
+                return time.perf_counter() - started
+        except OSError:
+            if time.monotonic() > give_up:
+                raise
+            time.sleep(0.01)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--partitions", type=int, default=100_000)
+    parser.add_argument("--topics", type=int, default=10)
+    parser.add_argument("--dir", default=tempfile.gettempdir())
+    parser.add_argument("--deadline-s", type=float, default=900)
+    arguments = parser.parse_args()
+    per_topic = arguments.partitions // arguments.topics
+    topics = [(f"many-{index}", per_topic) for index in range(arguments.topics)]
+    total = per_topic * arguments.topics
+    data_dir = tempfile.mkdtemp(prefix="kbroker-partitions-", dir=arguments.dir)
+    broker = KbrokerOnDirectory(arguments.dir, data_dir)
+    figures: list[tuple[str, str]] = []
+
+    def note(what: str, value: str) -> None:
+        figures.append((what, value))
+        print(f"  {what}: {value}", flush=True)
+
+    try:
+        broker.spawn(free_port())
+        broker.wait_ready(60)
+        note("partitions", f"{total:,} in {arguments.topics} topics")
+        note("create", f"{create(broker.bootstrap, topics, arguments.deadline_s) * 1000:.0f} ms")
+        note("after create", f"RSS {broker.rss_mib():.0f} MiB, {broker.descriptors()} descriptors")
+        note("one acks=all message to each", f"{one_message_each(broker.bootstrap, topics, arguments.deadline_s):.1f} s")
+        note("after the messages", f"RSS {broker.rss_mib():.0f} MiB, {broker.descriptors()} descriptors")
+        timings = metadata_times(broker.port, total, arguments.deadline_s)
+        note("full Metadata", f"first {timings[0] * 1000:.0f} ms, then {min(timings[1:]) * 1000:.0f}-"
+                              f"{max(timings[1:]) * 1000:.0f} ms")
+        started = time.perf_counter()
+        broker.stop()
+        note("stop (SIGTERM to exit)", f"{time.perf_counter() - started:.1f} s")
+
+        started = time.perf_counter()
+        broker.spawn(broker.port)
+        broker.wait_ready(arguments.deadline_s)
+        note("restart: spawn to ready line", f"{time.perf_counter() - started:.1f} s")
+        note("restart: spawn to a full Metadata answered",
+             f"{first_metadata_after(broker.port, started, arguments.deadline_s):.1f} s")
+        last_topic, last_count = topics[-1]
+        note("restart: spawn to an acks=all message acknowledged",
+             f"{time.perf_counter() - started + one_message_each(broker.bootstrap, [(last_topic, 1)], 60):.1f} s")
+        note("after the restart", f"RSS {broker.rss_mib():.0f} MiB, {broker.descriptors()} descriptors")
+        timings = metadata_times(broker.port, total, arguments.deadline_s)
+        note("full Metadata after the restart", f"{min(timings) * 1000:.0f}-{max(timings) * 1000:.0f} ms")
+    finally:
+        broker.stop()
+        import shutil
+
+        shutil.rmtree(data_dir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
