@@ -69,6 +69,7 @@ AllocateProducerIdsRequest = API_BY_NAME["AllocateProducerIds"].request_class
 
 AUTO_CREATION_WAIT_S = 0.5  # how long a request that auto-creates topics waits for them (Broker.auto_create)
 SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}  # Kafka's SecurityProtocol
+_OPENED_BETWEEN_YIELDS = 50  # logs found at start opened in one go by _open_found_logs before it lets others run
 
 
 @dataclass(frozen=True)
@@ -481,23 +482,32 @@ class Broker:
                 log.settings = SegmentSettings(config.index_interval_bytes, config.segment_index_bytes)
 
     def _open_logs(self, topic) -> None:
-        """Open the logs of ``topic``'s partitions placed here that have a directory from before this start.
-        A new partition's log is opened on its first use (``partition``); its directory is made meanwhile in
-        worker threads (kbroker/log/preparer.py), or at its first write if that comes first
-        (kbroker/log/partition_log.py, Log.open): creating 2,000 partitions waits for no file and builds no
-        log."""
-        config = topic_log_config(self.log_defaults, topic.configs)
-        running = self._nursery is not None
+        """Have the logs of ``topic``'s new partitions placed here made ahead. A log is opened on its first
+        use (``partition``): a new partition's directory is made meanwhile in worker threads
+        (kbroker/log/preparer.py), or at its first write if that comes first (kbroker/log/partition_log.py,
+        Log.open), so creating 2,000 partitions waits for no file and builds no log; one found at start is
+        opened by its first use or by ``_open_found_logs`` after the broker serves, so a restart with
+        100,000 partitions serves before it has opened them."""
+        if self._nursery is None:
+            return
         for partition in topic.partitions:
-            if self.node_id not in partition.replicas:
-                continue
-            if self.logs.found_at_start(topic.name, partition.partition):
-                self.logs.open(topic.name, partition.partition, config, topic.topic_id, sync_metadata=not running,
-                               defer_directory=True)
-            elif running:  # its directory made ahead in worker threads, as Kafka's broker makes a new log
+            if self.node_id in partition.replicas and not self.logs.found_at_start(topic.name, partition.partition):
                 self.logs.prepare(topic.name, partition.partition, topic.topic_id)
-        if running:  # metadata files rewritten for a changed topic id are fsynced together, off the event loop
-            self._nursery.start_soon(trio.to_thread.run_sync, _fsync_all, self.logs.take_unsynced_metadata())
+
+    async def _open_found_logs(self) -> None:
+        """Open the logs found at start that no request has opened yet, a few at a time between other work
+        (as Kafka loads them at start in num.recovery.threads.per.data.dir threads): retention, the metrics
+        and DescribeLogDirs then see every log soon after the start."""
+        for opened, (name, index) in enumerate(self.logs.unopened()):
+            topic = self.image.topics.get(name)
+            if topic is not None and index < len(topic.partitions) and self.node_id in topic.partitions[index].replicas \
+                    and self.logs.found_at_start(name, index):
+                self.logs.open(name, index, topic_log_config(self.log_defaults, topic.configs), topic.topic_id,
+                               sync_metadata=False, defer_directory=True)
+            if opened % _OPENED_BETWEEN_YIELDS == _OPENED_BETWEEN_YIELDS - 1:
+                await trio.sleep(0)
+        # partition.metadata files rewritten for a changed topic id are fsynced together, off the event loop
+        await trio.to_thread.run_sync(_fsync_all, self.logs.take_unsynced_metadata())
 
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Serve until cancelled; reports the bound (host, port) once listening."""
@@ -541,6 +551,7 @@ class Broker:
                 # Caught up with the metadata only now: until then the image read from disk may name
                 # this broker leader of what others lead now, so nothing acts on it before.
                 self.serving = True
+                nursery.start_soon(self._open_found_logs)
                 self.producer_ids.prefetch(self)
                 await nursery.start(self.fetchers.run)
                 await nursery.start(self.isr.run)

@@ -40,6 +40,7 @@ def partition_directory_name(topic: str, partition: int) -> str:
     return f"{topic}-{partition}"
 
 
+METADATA_TOPIC = "__cluster_metadata"  # its directory is the metadata quorum's log (raft/store.py), not kept here
 DELETE_SUFFIX = "-delete"  # Kafka's: a deleted partition's directory, renamed until its files are removed
 
 
@@ -65,14 +66,18 @@ class LogManager:
         for name in os.listdir(log_dir):
             if name.endswith(DELETE_SUFFIX):  # partitions deleted before a stop or a crash
                 self.remove_directory(os.path.join(log_dir, name))
-            elif parse_partition_directory_name(name) is not None:
+            elif (parsed := parse_partition_directory_name(name)) is not None and parsed[0] != METADATA_TOPIC:
                 self._found.add(name)
 
     def found_at_start(self, topic: str, partition: int) -> bool:
-        """Whether the partition had a directory when this manager started and is not open yet: such a log
-        must be opened before checkpoints are written, which would otherwise forget its recovery point and
-        log start. A partition without one holds nothing and may be opened on its first use."""
+        """Whether the partition had a directory when this manager started and is not open yet. Such a log
+        may wait for its first use: until it opens, checkpoints keep the recovery point and log start they
+        held for it (``checkpoint_values``)."""
         return partition_directory_name(topic, partition) in self._found
+
+    def unopened(self) -> list[TopicPartition]:
+        """The partitions found at start and not opened (or deleted) since."""
+        return [key for key in map(parse_partition_directory_name, sorted(self._found)) if key is not None]
 
     def prepare(self, topic: str, partition: int, topic_id: uuid.UUID | None) -> None:
         """A new partition placed here: have its directory made ahead of its first use, in the preparer's
@@ -82,10 +87,11 @@ class LogManager:
             self.preparer.submit(os.path.join(self.log_dir, name), topic_id)
 
     def holds(self, topic: str, partition: int) -> bool:
-        """Whether the partition has a log open here or a directory being made ahead (a partition moved
-        away from this broker has either deleted)."""
+        """Whether the partition has a log here: open, found at start or being made ahead (a partition moved
+        away from this broker has it deleted)."""
         directory = os.path.join(self.log_dir, partition_directory_name(topic, partition))
-        return (topic, partition) in self.logs or (self.preparer is not None and self.preparer.knows(directory))
+        return ((topic, partition) in self.logs or partition_directory_name(topic, partition) in self._found
+                or (self.preparer is not None and self.preparer.knows(directory)))
 
     def _claim(self, directory: str) -> bool:
         """Before touching a partition's directory: whether the preparer made it (see LogPreparer.claim)."""
@@ -156,10 +162,20 @@ class LogManager:
         self.write_checkpoint(self.checkpoint_values())
 
     def checkpoint_values(self) -> tuple[dict, dict]:
-        """(recovery points, log start offsets) of every open partition, now: what ``write_checkpoint``
-        persists, perhaps in another thread (the owner writes them in the order it took them)."""
-        return ({key: log.trusted_recovery_point for key, log in self.logs.items()},
-                {key: log.log_start_offset for key, log in self.logs.items()})
+        """(recovery points, log start offsets) of every open partition, now, and as last checkpointed of
+        every partition found at start and not opened yet: what ``write_checkpoint`` persists, perhaps in
+        another thread (the owner writes them in the order it took them)."""
+        recovery_points, log_starts = {}, {}
+        if self._found:
+            checkpointed_recovery_points, checkpointed_log_starts = self._checkpoint_values()
+            for key in self.unopened():
+                if key in checkpointed_recovery_points:
+                    recovery_points[key] = checkpointed_recovery_points[key]
+                if key in checkpointed_log_starts:
+                    log_starts[key] = checkpointed_log_starts[key]
+        recovery_points.update((key, log.trusted_recovery_point) for key, log in self.logs.items())
+        log_starts.update((key, log.log_start_offset) for key, log in self.logs.items())
+        return recovery_points, log_starts
 
     def write_checkpoint(self, values: tuple[dict, dict]) -> None:
         """Persist ``checkpoint_values()`` (two fsynced files): blocks, so a worker thread's job."""

@@ -44,6 +44,35 @@ def test_checkpoints_survive_reopen_and_bound_recovery(tmp_path):
     reopened.close()
 
 
+def test_a_partition_not_opened_since_the_start_keeps_its_checkpointed_offsets(tmp_path):
+    """Logs found at start open on first use: checkpoints written meanwhile keep what the last ones held
+    for the others (a log start moved by DeleteRecords must not come back), and a deleted one is dropped."""
+    manager = LogManager(str(tmp_path))
+    for partition in range(3):
+        log = manager.open("lazy", partition, LogConfig())
+        for value in range(6):
+            log.append(batch([b"v%d" % value]))
+        log.advance_log_start_offset(2 + partition)
+    manager.close()
+
+    restarted = LogManager(str(tmp_path))
+    assert restarted.unopened() == [("lazy", 0), ("lazy", 1), ("lazy", 2)]
+    restarted.open("lazy", 0, LogConfig()).append(batch([b"more"]))
+    restarted.forget("lazy", 2)
+    assert restarted.unopened() == [("lazy", 1)] and restarted.holds("lazy", 1)
+    restarted.close()  # checkpoints: lazy-0 from its log, lazy-1 as found, lazy-2 gone
+    assert OffsetCheckpointFile(os.path.join(tmp_path, LOG_START_OFFSET_CHECKPOINT)).read() == {
+        ("lazy", 0): 2, ("lazy", 1): 3}
+    assert OffsetCheckpointFile(os.path.join(tmp_path, RECOVERY_POINT_CHECKPOINT)).read() == {
+        ("lazy", 0): 7, ("lazy", 1): 6}
+
+    again = LogManager(str(tmp_path))
+    log = again.open("lazy", 1, LogConfig())
+    assert (log.log_start_offset, log.log_end_offset, log.recovery_point) == (3, 6, 6)
+    assert again.unopened() == [("lazy", 0)]
+    again.close()
+
+
 def test_truncation_rewinds_the_leader_epoch_cache(tmp_path):
     manager = LogManager(str(tmp_path))
     log = manager.open("t", 0)
