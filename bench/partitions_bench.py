@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import socket
 import sys
 import tempfile
@@ -152,8 +153,6 @@ def main() -> int:
         note("full Metadata after the restart", f"{min(timings) * 1000:.0f}-{max(timings) * 1000:.0f} ms")
     finally:
         broker.stop()
-        import shutil
-
         shutil.rmtree(data_dir, ignore_errors=True)
     return 0
 

@@ -89,9 +89,9 @@ class LogManager:
     def holds(self, topic: str, partition: int) -> bool:
         """Whether the partition has a log here: open, found at start or being made ahead (a partition moved
         away from this broker has it deleted)."""
-        directory = os.path.join(self.log_dir, partition_directory_name(topic, partition))
-        return ((topic, partition) in self.logs or partition_directory_name(topic, partition) in self._found
-                or (self.preparer is not None and self.preparer.knows(directory)))
+        name = partition_directory_name(topic, partition)
+        return ((topic, partition) in self.logs or name in self._found
+                or (self.preparer is not None and self.preparer.knows(os.path.join(self.log_dir, name))))
 
     def _claim(self, directory: str) -> bool:
         """Before touching a partition's directory: whether the preparer made it (see LogPreparer.claim)."""

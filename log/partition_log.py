@@ -123,7 +123,6 @@ class FlushJob:
         if self.directory is not None or self.snapshots:
             fsync_directory(self.directory or os.path.dirname(self.snapshots[0]))  # new names must be durable too
 
-
     def write_first(self) -> None:
         """The files the job writes before its fsyncs (or a syncfs covering them)."""
         try:

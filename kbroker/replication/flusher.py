@@ -140,7 +140,10 @@ def _sync_filesystems(batch) -> list:
     all of them for seconds."""
     synced: dict[int, BaseException | None] = {}  # filesystem (st_dev) -> its syncfs error
     results, written = [], []
-    for (job, done), outcome in zip(batch, _WRITERS.map(_write_first, [job for job, _ in batch])):
+    jobs = [job for job, _ in batch]
+    # Threads only when several jobs write: most batches write nothing and only need their filesystem.
+    run = _WRITERS.map if sum(bool(job.writes) for job in jobs) > 1 else map
+    for (job, done), outcome in zip(batch, run(_write_first, jobs)):
         if isinstance(outcome, BaseException):  # a full disk, or the partition went away meanwhile
             results.append((job, done, outcome))
         else:
