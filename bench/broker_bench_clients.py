@@ -241,7 +241,7 @@ def latency_producer(bootstrap: str, topic: str, partitions: int, rate: int, sec
             pause = started + index / rate - time.monotonic()
             if pause <= 0:
                 break
-            producer.poll(pause)
+            producer.poll(max(pause, 0.001))  # librdkafka waits in whole milliseconds: a shorter wait spins a core
         producer.produce(topic, SEND_TIME.pack(time.monotonic_ns()) + b"M" + padding, partition=index % partitions, on_delivery=acknowledged)
         producer.poll(0)
     send_seconds = time.monotonic() - started
