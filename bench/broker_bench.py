@@ -2,7 +2,8 @@
 
     python bench/broker_bench.py [--rounds 5] [--small-count 1000000] [--large-count 200000]
                                  [--partitions 6] [--producers 4] [--many-partitions 2000]
-                                 [--latency-rate 2000] [--latency-seconds 10] [--budget-s 840]
+                                 [--latency-rate 2000] [--high-latency-rate 20000]
+                                 [--latency-seconds 10] [--budget-s 840]
                                  [--brokers kbroker,tansu] [--dir /tmp] [--markdown PATH]
                                  [--kbroker-override KEY=VALUE ...]
 
@@ -29,7 +30,8 @@ port; every client runs in a process of its own:
                       values, in CPU milliseconds per MB (the counters tick every 10 ms, so
                       short scenarios read coarse); RSS after the produce scenarios
   end-to-end latency  --latency-rate msg/s for --latency-seconds, acks=all, linger.ms=0, the
-                      send time (CLOCK_MONOTONIC) in the value, the delay taken on receipt
+                      send time (CLOCK_MONOTONIC) in the value, the delay taken on receipt; then
+                      the same at --high-latency-rate msg/s (0 leaves it out)
   many partitions     a --many-partitions topic: CreateTopics until acknowledged; a full Metadata
                       request (v4, every topic, raw bytes on one connection) the first time and
                       the median of 5 more; one acks=all message per partition produced (flush),
@@ -112,6 +114,13 @@ ROWS = [
     ("e2e max", "max", "ms", "lower"),
     ("ack p50", "  produce() to ack p50", "ms", "lower"),
     ("ack p99", "  produce() to ack p99", "ms", "lower"),
+    ("high latency", "end-to-end latency, {high_latency_rate} msg/s, acks=all, linger.ms=0", "", ""),
+    ("high e2e p50", "p50", "ms", "lower"),
+    ("high e2e p99", "p99", "ms", "lower"),
+    ("high e2e p999", "p99.9", "ms", "lower"),
+    ("high e2e max", "max", "ms", "lower"),
+    ("high ack p50", "  produce() to ack p50", "ms", "lower"),
+    ("high ack p99", "  produce() to ack p99", "ms", "lower"),
     ("many", "{many_partitions}-partition topic", "", ""),
     ("many create", "create (CreateTopics acknowledged)", "ms", "lower"),
     ("many metadata first", "full Metadata, first", "ms", "lower"),
@@ -410,8 +419,8 @@ def measure_consume(run: Run, broker: BrokerUnderTest, key: str, topic: str, par
     return consumed
 
 
-def measure_latency(run: Run, broker: BrokerUnderTest, partitions: int, rate: int, seconds: float) -> None:
-    topic, size = "latency", 100
+def measure_latency(run: Run, broker: BrokerUnderTest, partitions: int, rate: int, seconds: float, prefix: str = "") -> None:
+    topic, size = f"latency-{rate}", 100
     create_topic(run, broker, topic, partitions)
     limit_s = min(run.limit_s(), seconds + 30)
     warm = CONTEXT.Event()
@@ -423,9 +432,9 @@ def measure_latency(run: Run, broker: BrokerUnderTest, partitions: int, rate: in
     finally:
         delays = consumer.result(limit_s + 5)
     for quantile in ("p50", "p99", "p999", "max"):
-        run.record(broker.name, f"e2e {quantile}", delays[f"{quantile}_ms"])
-    run.record(broker.name, "ack p50", acks["ack_p50_ms"])
-    run.record(broker.name, "ack p99", acks["ack_p99_ms"])
+        run.record(broker.name, f"{prefix}e2e {quantile}", delays[f"{quantile}_ms"])
+    run.record(broker.name, f"{prefix}ack p50", acks["ack_p50_ms"])
+    run.record(broker.name, f"{prefix}ack p99", acks["ack_p99_ms"])
 
 
 def measure_many_partitions(run: Run, broker: BrokerUnderTest, partitions: int) -> None:
@@ -505,6 +514,9 @@ def _bench_load(run: Run, broker: BrokerUnderTest, attempt, arguments) -> None:
         if key in produced:
             attempt(key, lambda key=key: consume(key))
     attempt("latency", lambda: measure_latency(run, broker, partitions, arguments.latency_rate, arguments.latency_seconds))
+    if arguments.high_latency_rate:
+        attempt("high latency", lambda: measure_latency(run, broker, partitions, arguments.high_latency_rate,
+                                                        arguments.latency_seconds, prefix="high "))
     attempt("many partitions", lambda: measure_many_partitions(run, broker, arguments.many_partitions))
     attempt("RSS at the end", lambda: run.record(broker.name, "RSS at the end", broker.rss_mib()))
 
@@ -636,7 +648,7 @@ def write_markdown(path: str, lines: list[str], argv: list[str], started: dateti
     command = shlex.join(["python", "bench/broker_bench.py", *argv])
     settings = (
         f"{arguments.small_count:,} x 100 B and {arguments.large_count:,} x 1 KiB to {arguments.partitions} partitions, "
-        f"{arguments.producers} producers at once, {arguments.latency_rate:,} msg/s for {arguments.latency_seconds:g} s, "
+        f"{arguments.producers} producers at once, {arguments.latency_rate:,} and {arguments.high_latency_rate:,} msg/s for {arguments.latency_seconds:g} s, "
         f"{arguments.many_partitions:,}-partition topic; kbroker data in {arguments.dir}"
     )
     body = [
@@ -670,6 +682,7 @@ def parse_arguments(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--producers", type=int, default=4, help="producer processes at once, sharing --large-count")
     parser.add_argument("--many-partitions", type=int, default=2000, help="partitions of the many-partition topic")
     parser.add_argument("--latency-rate", type=int, default=2000, help="messages per second")
+    parser.add_argument("--high-latency-rate", type=int, default=20_000, help="messages per second, a second latency run")
     parser.add_argument("--latency-seconds", type=float, default=10.0)
     parser.add_argument("--budget-s", type=float, default=840, help="start no work after this many seconds")
     parser.add_argument("--brokers", default="kbroker,tansu", help="comma-separated, kbroker and/or tansu; the last is the peer")

@@ -42,6 +42,7 @@ from kbroker.wire.frame import decode_response, encode_request, read_frame
 logger = logging.getLogger("kbroker.raft")
 
 _ANSWERS = {VoteRequest: VoteResponse, FetchRequest: FetchResponse, FetchSnapshotRequest: FetchSnapshotResponse}
+SNAPSHOT_FLOOR = 1024**2  # entries' bytes below which a start replays them rather than a snapshot being taken
 _PEER_QUEUE = 64  # messages waiting for one connection to a peer; more are dropped (the core asks again)
 
 
@@ -236,8 +237,14 @@ class RaftDriver:
                     _finish(slot, None)
 
     def _maybe_snapshot(self) -> Ready | None:
+        """A snapshot once the entries applied since the last one outgrow it (they would take longer to
+        replay at a start than it takes to load), or reach ``snapshot_bytes``, whichever comes first;
+        never for less than SNAPSHOT_FLOOR bytes. A node that led 100,000 partitions writes 100,000
+        leadership changes as it stops and again as it returns: a few MB a restart, each replayed."""
         node = self.node
-        if self.bytes_since_snapshot < self.snapshot_bytes or self.applied <= node.log_start:
+        latest = len(node.snapshot.data) if node.snapshot is not None else 0
+        due = min(self.snapshot_bytes, max(SNAPSHOT_FLOOR, latest))
+        if self.bytes_since_snapshot < due or self.applied <= node.log_start:
             return None
         self.bytes_since_snapshot = 0
         return node.take_snapshot(self.applied, self.state_machine.snapshot())

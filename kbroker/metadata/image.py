@@ -138,16 +138,8 @@ def apply_record(image: MetadataImage, record) -> MetadataImage:
         return replace(image, group_configs=_with_value(image.group_configs, record), version=image.version + 1)
     elif isinstance(record, records.PartitionChangeRecord):
         topic = _topic_by_id(image, record.topic_id)
-        old = topic.partitions[record.partition_id]
-        leader = old.leader if record.leader == -2 else record.leader
-        partition = replace(
-            old, leader=leader, leader_epoch=old.leader_epoch + (leader != old.leader),
-            isr=old.isr if record.isr is None else tuple(record.isr),
-            replicas=old.replicas if record.replicas is None else tuple(record.replicas),
-            adding=old.adding if record.adding_replicas is None else tuple(record.adding_replicas),
-            removing=old.removing if record.removing_replicas is None else tuple(record.removing_replicas),
-            partition_epoch=old.partition_epoch + 1)
-        index = record.partition_id  # partitions are kept in order, by their index (see ``old`` above)
+        partition = _changed_partition(topic.partitions[record.partition_id], record)
+        index = record.partition_id  # partitions are kept in order, by their index
         partitions = topic.partitions[:index] + (partition,) + topic.partitions[index + 1:]
         topics = {**topics, topic.name: replace(topic, partitions=partitions)}
     elif isinstance(record, records.RegisterBrokerRecord):
@@ -227,34 +219,63 @@ def _with_value(resources: dict[str, dict[str, str]], record) -> dict[str, dict[
 
 
 def apply_records(image: MetadataImage, change) -> MetadataImage:
-    """``apply_record`` over a change's records in turn, except that a run of one topic's next partitions (a
-    topic created or grown) is added at once: 2,000 partitions one by one copied the topic's partitions
-    2,000 times (50 ms, half of what creating them may take)."""
-    run: list[PartitionState] = []
-    run_topic: TopicImage | None = None
+    """``apply_record`` over a change's records in turn, except that a run of one topic's partition records
+    (its next partitions, as a topic is created or grown, and changes to existing ones, as when a broker
+    stops or comes back and leads again) is applied to one list, copied once: one by one, 100,000
+    partitions in 10 topics copied a 10,000-partition tuple 100,000 times, minutes at a restart."""
+    topic: TopicImage | None = None
+    partitions: list[PartitionState] = []
+    applied = 0
     for record in change:
-        if isinstance(record, records.PartitionRecord):
-            if run_topic is not None and record.topic_id == run_topic.topic_id \
-                    and record.partition_id == len(run_topic.partitions) + len(run):
-                run.append(_partition_state(record))
+        if isinstance(record, (records.PartitionRecord, records.PartitionChangeRecord)):
+            if topic is None or record.topic_id != topic.topic_id:
+                image = _with_partitions(image, topic, partitions, applied)
+                topic, applied = image.topic_by_id(record.topic_id), 0
+                partitions = list(topic.partitions) if topic is not None else []
+            if topic is not None and _apply_in_place(partitions, record):
+                applied += 1
                 continue
-            image = _add_partitions(image, run_topic, run)
-            run_topic, run = None, []
-            topic = image.topic_by_id(record.topic_id)
-            if topic is not None and record.partition_id == len(topic.partitions):
-                run_topic, run = topic, [_partition_state(record)]
-                continue
-        image = _add_partitions(image, run_topic, run)
-        run_topic, run = None, []
+        image = _with_partitions(image, topic, partitions, applied)
+        topic, partitions, applied = None, [], 0
         image = apply_record(image, record)
-    return _add_partitions(image, run_topic, run)
+    return _with_partitions(image, topic, partitions, applied)
 
 
-def _add_partitions(image: MetadataImage, topic: TopicImage | None, added: list[PartitionState]) -> MetadataImage:
-    if topic is None or not added:
+def _apply_in_place(partitions: list[PartitionState], record) -> bool:
+    """Apply a topic's next partition or a change to one it has; False for anything else (a partition
+    record out of order, a change to a partition it lacks), which ``apply_record`` then handles."""
+    index = record.partition_id
+    if isinstance(record, records.PartitionRecord):
+        if index != len(partitions):
+            return False
+        partitions.append(_partition_state(record))
+    else:
+        if not 0 <= index < len(partitions):
+            return False
+        partitions[index] = _changed_partition(partitions[index], record)
+    return True
+
+
+def _with_partitions(image: MetadataImage, topic: TopicImage | None, partitions: list[PartitionState],
+                     applied: int) -> MetadataImage:
+    """The image with ``topic``'s partitions replaced, counting ``applied`` records in its version."""
+    if topic is None or not applied:
         return image
-    topic = replace(topic, partitions=topic.partitions + tuple(added))
-    return replace(image, topics={**image.topics, topic.name: topic}, version=image.version + len(added))
+    topic = replace(topic, partitions=tuple(partitions))
+    return replace(image, topics={**image.topics, topic.name: topic}, version=image.version + applied)
+
+
+def _changed_partition(old: PartitionState, record) -> PartitionState:
+    """A partition after a PartitionChangeRecord: a leader of -2 keeps the leader, a missing list keeps
+    the list, a new leader bumps the leader epoch, and every change bumps the partition epoch."""
+    leader = old.leader if record.leader == -2 else record.leader
+    return replace(
+        old, leader=leader, leader_epoch=old.leader_epoch + (leader != old.leader),
+        isr=old.isr if record.isr is None else tuple(record.isr),
+        replicas=old.replicas if record.replicas is None else tuple(record.replicas),
+        adding=old.adding if record.adding_replicas is None else tuple(record.adding_replicas),
+        removing=old.removing if record.removing_replicas is None else tuple(record.removing_replicas),
+        partition_epoch=old.partition_epoch + 1)
 
 
 def _partition_state(record) -> PartitionState:

@@ -178,11 +178,15 @@ def _changes(draw):
     for _ in range(draw(st.integers(0, 60))):
         topic = draw(st.integers(0, 2))
         topic_id = _TOPIC_IDS[topic]
-        kind = draw(st.sampled_from(["topic", "partition", "run", "run", "change", "remove"]))
+        kind = draw(st.sampled_from(["topic", "partition", "run", "run", "change", "changes", "remove"]))
         if kind == "run":  # consecutive partitions, as a creation or CreatePartitions writes them
             first = draw(st.integers(0, 4))
             made.extend(records.PartitionRecord(partition_id=index, topic_id=topic_id, replicas=[1], isr=[1], leader=1,
                                                 leader_epoch=0) for index in range(first, first + draw(st.integers(1, 5))))
+        elif kind == "changes":  # one topic's partitions changed together, as when a broker stops or returns
+            made.extend(records.PartitionChangeRecord(partition_id=index, topic_id=topic_id, leader=draw(st.integers(-2, 3)),
+                                                      isr=draw(st.none() | st.just([1])))
+                        for index in range(draw(st.integers(0, 7))))
         elif kind == "topic":
             made.append(records.TopicRecord(name=f"t{topic}", topic_id=topic_id))
         elif kind == "partition":
@@ -199,7 +203,8 @@ def _changes(draw):
 @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
 @given(_changes())
 def test_a_change_applied_at_once_is_the_change_applied_record_by_record(change):
-    """apply_records adds a topic's run of next partitions in one step; the image is the same as with
+    """apply_records applies a topic's run of partition records (next partitions, changes) in one step; the
+    image is the same as with
     apply_record one record at a time, or both refuse the change."""
     from kbroker.metadata.image import MetadataImage, apply_record, apply_records
 
