@@ -603,6 +603,11 @@ class Log:
         segment = self.new_segment(offset)
         segment.next_offset = offset
         self._add_segment(segment)
+        # Its file now, not at the first append: a restart finds the log starting at ``offset`` (a Raft store
+        # whose snapshot covers everything is such a log); the next flush syncs it and its name.
+        with open(segment.log_path, "ab"):
+            pass
+        self._unsynced_files.append(segment.log_path)
         self.log_start_offset = self.recovery_point = offset
         if self.leader_epochs is not None:
             self.leader_epochs.clear()

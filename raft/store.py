@@ -80,7 +80,9 @@ class RaftStore:
         return entries
 
     def _epoch_before(self, offset: int) -> int | None:
-        entries = self.read(offset - 1, offset) if offset - 1 >= self.log.log_start_offset else []
+        """The epoch of the entry before ``offset``; None if the log does not hold it."""
+        held = self.log.log_start_offset <= offset - 1 < self.log.log_end_offset
+        entries = self.read(offset - 1, offset) if held else []
         return entries[0].epoch if entries else None
 
     def _read_quorum_state(self) -> tuple[int, int | None]:

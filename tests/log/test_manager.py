@@ -7,6 +7,7 @@ from kbroker.log.append_origin import AppendOrigin
 from kbroker.log.checkpoint import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, OffsetCheckpointFile
 from kbroker.log.config import LogConfig
 from kbroker.log.manager import LogManager, parse_partition_directory_name
+from kbroker.log.partition_log import Log
 from kbroker.wire.records import Record, build_batch
 
 
@@ -171,6 +172,20 @@ def test_a_follower_starting_a_deferred_log_elsewhere_makes_its_directory(tmp_pa
     log.truncate_fully_and_start_at(40)  # the leader's log starts at 40
     assert (tmp_path / "follow-0").is_dir() and (log.log_start_offset, log.log_end_offset) == (40, 40)
     manager.close()
+
+
+def test_a_log_started_afresh_at_an_offset_starts_there_after_a_restart(tmp_path):
+    """Its empty segment is a file at once, fsynced by the next flush, so the directory alone tells where the
+    log starts (the Raft store's log after a snapshot of everything has only that to go on)."""
+    log = Log.open(str(tmp_path / "fresh-0"), LogConfig())
+    log.append(batch([b"a", b"b"]), leader_epoch=0, now_ms=0)
+    log.truncate_fully_and_start_at(40)
+    log.flush()
+    log.close()
+    assert os.listdir(tmp_path / "fresh-0") and (tmp_path / "fresh-0" / "00000000000000000040.log").exists()
+    reopened = Log.open(str(tmp_path / "fresh-0"), LogConfig())
+    assert (reopened.log_start_offset, reopened.log_end_offset) == (40, 40)
+    reopened.close()
 
 
 def test_a_moved_log_start_is_told_to_the_log_s_owner(tmp_path):

@@ -74,3 +74,33 @@ def test_a_crash_between_keeping_a_snapshot_and_dropping_the_old_log_keeps_the_s
     store = reopen(store)
     assert store.load() == (0, None, snapshot, [])
     assert store.log.log_end_offset == 2
+
+
+def test_a_snapshot_at_the_log_end_is_where_the_log_starts_after_a_restart(tmp_path):
+    """A snapshot of everything leaves an empty log starting at its end; the restart must find it so (its
+    segment a file at once, not at the first append), not a log at 0 that the snapshot cannot follow."""
+    store = RaftStore(str(tmp_path))
+    store.persist([Ready(append=[Entry(1, LEADER_CHANGE), Entry(1, b"a"), Entry(1, b"b")])])
+    snapshot = Snapshot(SnapshotId(3, 1), b"state after everything")
+    store.persist([Ready(snapshot=snapshot, log_start=3)])
+    store = reopen(store)
+    assert store.load() == (0, None, snapshot, [])
+    assert (store.log.log_start_offset, store.log.log_end_offset) == (3, 3)
+    store.persist([Ready(append=[Entry(1, b"c")])])
+    store = reopen(store)
+    assert store.load() == (0, None, snapshot, [Entry(1, b"c")])
+
+
+def test_a_log_that_ends_before_its_snapshot_starts_again_after_it(tmp_path):
+    """As a store written before the fix above left it: the snapshot, and no segment at all."""
+    store = RaftStore(str(tmp_path))
+    store.persist([Ready(append=[Entry(1, LEADER_CHANGE), Entry(1, b"a")])])
+    snapshot = Snapshot(SnapshotId(2, 1), b"state after everything")
+    store.persist([Ready(snapshot=snapshot, log_start=2)])
+    store.close()
+    for name in os.listdir(tmp_path):
+        if not name.endswith(".checkpoint") and name != "quorum-state":
+            os.unlink(tmp_path / name)
+    store = RaftStore(str(tmp_path))
+    assert store.load() == (0, None, snapshot, [])
+    assert store.log.log_end_offset == 2
