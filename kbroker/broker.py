@@ -38,6 +38,7 @@ from kbroker.group.shell import GroupShell
 from kbroker.replication.log_maintenance import LogMaintenance
 from kbroker.share.manager import SharePartitionManager
 from kbroker.fetch_sessions import FetchSessionCache
+from kbroker.metadata.answers import EncodedTopics
 from kbroker.share.persister import SharePersister
 from kbroker.share.shell import ShareCoordinatorShell
 from kbroker.txn.shell import TxnShell
@@ -223,6 +224,7 @@ class Broker:
         self.share_persister = SharePersister(self)  # how share-partition leaders reach the share coordinator
         self.share_partitions = SharePartitionManager(self, clock)  # those of the partitions led here
         self.fetch_sessions = FetchSessionCache(self.config.get("max.incremental.fetch.session.cache.slots"))
+        self.metadata_answers = EncodedTopics()
         self._checkpoint_lock = trio.Lock()  # checkpoint files are written one at a time, in order
         for topic in self.image.topics.values():
             self._open_logs(topic)

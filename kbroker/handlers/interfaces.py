@@ -30,6 +30,7 @@ from kbroker.log.manager import LogManager
 from kbroker.log.clock import Clock
 from kbroker.log.partition_log import AppendResult, Log
 from kbroker.log.validator import ValidatedBatches
+from kbroker.metadata.answers import EncodedTopics
 from kbroker.metadata.image import MetadataImage, TopicImage
 from kbroker.producer_ids import ProducerIdBlock
 from kbroker.schemas.store import SchemaStore
@@ -74,6 +75,10 @@ class BrokerView(MetadataView, Protocol):
     @property
     def listener_protocols(self) -> list[tuple[str, str]]:
         """This broker's client listeners as (name, security protocol)."""
+
+    @property
+    def metadata_answers(self) -> EncodedTopics:
+        """Topics' Metadata answers, encoded once per version while the topic is unchanged."""
 
     def leads(self, topic: TopicImage, index: int) -> bool: ...
 

@@ -9,13 +9,14 @@ from kbroker.wire.errors import ErrorCode
 from kbroker.wire.primitives import ZERO_UUID
 from kbroker.wire.schema import API_BY_NAME
 
-MetadataResponse = API_BY_NAME["Metadata"].response_class
+METADATA = API_BY_NAME["Metadata"]
+MetadataResponse = METADATA.response_class
 Topic = MetadataResponse.MetadataResponseTopic
 Partition = Topic.MetadataResponsePartition
 Broker = MetadataResponse.MetadataResponseBroker
 
 
-def _topic(topic, live: set[int]) -> object:
+def _topic(topic, live: frozenset[int]) -> object:
     """``live``: the brokers registered and unfenced whose log directory is online, as far as this broker
     knows; the others' replicas are offline (v5+), as Kafka's metadata cache reports them (a broker whose
     log directory failed asks to be fenced: kbroker/lifecycle.py)."""
@@ -31,6 +32,16 @@ def _topic(topic, live: set[int]) -> object:
         for p in topic.partitions
     ]
     return Topic(name=topic.name, topic_id=topic.topic_id, is_internal=topic.is_internal, partitions=partitions)
+
+
+def _answered(broker: HandlerNode, context, request, image, topic, live: frozenset[int]):
+    """A topic's part of the answer: encoded once per version and kept while the topic is unchanged
+    (kbroker/metadata/answers.py), unless it carries the principal's authorized operations."""
+    if getattr(request, "include_topic_authorized_operations", False):
+        return _topic(topic, live)
+    version = context.api_version
+    return broker.metadata_answers.get(image.topics, topic, version, live,
+                                       lambda: METADATA.encode_response_part(version, _topic(topic, live)))
 
 
 def _by_id(wanted) -> bool:
@@ -70,12 +81,12 @@ async def handle(broker: HandlerNode, context, request):
     """As Kafka's: topics the principal may not describe are left out of an all-topics answer and
     answered TOPIC_AUTHORIZATION_FAILED when asked for by name or id."""
     image = broker.image
-    live = {b.node_id for b in image.live_brokers}
-    if broker.log_dir_offline is not None:  # its own replicas, whether or not it is fenced yet
-        live.discard(broker.node_id)
+    live = frozenset(b.node_id for b in image.live_brokers  # its own replicas are offline once its log
+                     if broker.log_dir_offline is None or b.node_id != broker.node_id)  # directory is, fenced or not
     if request.topics is None or (context.api_version == 0 and not request.topics):
         # Null asks for every topic (v1+); so does an empty list in v0.
-        topics = [_topic(topic, live) for topic in image.topics.values() if _may_see(broker, context, topic.name)]
+        topics = [_answered(broker, context, request, image, topic, live) for topic in image.topics.values()
+                  if _may_see(broker, context, topic.name)]
     else:
         await _auto_create(broker, context, request)
         image = broker.image
@@ -93,7 +104,7 @@ async def handle(broker: HandlerNode, context, request):
                     code = ErrorCode.INVALID_TOPIC_EXCEPTION
                 topics.append(Topic(error_code=code, name=wanted.name, topic_id=wanted.topic_id or ZERO_UUID))
             else:
-                topics.append(_topic(topic, live))
+                topics.append(_answered(broker, context, request, image, topic, live))
     if getattr(request, "include_topic_authorized_operations", False):
         for topic in topics:
             if topic.error_code == ErrorCode.NONE:

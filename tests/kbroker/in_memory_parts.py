@@ -19,8 +19,9 @@ import trio.testing
 from kbroker.config import BrokerConfig
 from kbroker.fetch_sessions import FetchSessionCache
 from kbroker.log.clock import FakeClock
-from kbroker.handlers import Deferred
+from kbroker.handlers import Deferred, metadata
 from kbroker.log.partition_log import Log
+from kbroker.metadata.answers import EncodedTopics
 from kbroker.metadata.image import BrokerEndpoint, MetadataImage, PartitionState, TopicImage
 from kbroker.replication.replica import Partition
 from kbroker.security.acls import ResourceType
@@ -162,6 +163,14 @@ def replicas_on_disk(directory, flusher: MemoryFlusher) -> Callable:
     return open_replica
 
 
+async def metadata_answer(node, request, version: int = 12):
+    """A Metadata answer as a client reads it, encoded and decoded again: topics' parts may come encoded ahead
+    (kbroker/metadata/answers.py)."""
+    api = API_BY_NAME["Metadata"]
+    response = await metadata.handle(node, context("Metadata", version), request)
+    return api.decode_response(version, api.encode_response(version, response))
+
+
 class MemoryNode:
     """The parts of a broker its handlers read, in memory."""
 
@@ -185,6 +194,7 @@ class MemoryNode:
         self.groups = None  # a GroupShell, where a test makes one over this node
         self.clock = FakeClock()
         self.fetch_sessions = FetchSessionCache(self.config.get("max.incremental.fetch.session.cache.slots"))
+        self.metadata_answers = EncodedTopics()
 
     @property
     def log_dir_offline(self) -> BaseException | None:

@@ -12,12 +12,12 @@ import uuid
 import pytest
 import trio
 
-from kbroker.handlers import fetch, list_offsets, metadata, produce
+from kbroker.handlers import fetch, list_offsets, produce
 from kbroker.log.offline import LogDirOffline
 from kbroker.wire.errors import ErrorCode
 from kbroker.wire.records import Record, build_batch
 from kbroker.wire.schema import API_BY_NAME
-from tests.kbroker.in_memory_parts import (FSYNC_FAILED, MemoryFlusher, MemoryNode, answer_of, context,
+from tests.kbroker.in_memory_parts import (FSYNC_FAILED, MemoryFlusher, MemoryNode, answer_of, context, metadata_answer,
                                            replicas_on_disk, topic_led_here)
 
 pytestmark = pytest.mark.trio
@@ -149,8 +149,8 @@ async def test_after_a_failed_fsync_the_directory_answers_kafka_storage_error_an
     assert (await produce_to(node, batch(b"d"), topic="other")).error_code == ErrorCode.KAFKA_STORAGE_ERROR
     assert flusher.submitted == submitted  # nothing more fsynced, nothing more appended
     assert node.partition("events", 0).log.log_end_offset == 2
-    metadata_answer = await metadata.handle(node, context("Metadata", 12), MetadataRequest(topics=None))
-    assert {topic.name for topic in metadata_answer.topics} == {"events", "other"}  # still answering
+    answer = await metadata_answer(node, MetadataRequest(topics=None))
+    assert {topic.name for topic in answer.topics} == {"events", "other"}  # still answering
 
 
 async def test_an_unknown_partition_is_still_unknown_when_the_directory_is_offline(node, flusher):

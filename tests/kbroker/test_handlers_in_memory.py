@@ -13,14 +13,14 @@ import trio
 import trio.testing
 
 from kbroker.group.shell import OFFSETS_TOPIC, GroupShell
-from kbroker.handlers import Deferred, fetch, find_coordinator, metadata, offset_commit, offset_fetch, produce
+from kbroker.handlers import Deferred, fetch, find_coordinator, offset_commit, offset_fetch, produce
 from kbroker.log.clock import FakeClock
 from kbroker.metadata.image import PartitionState, TopicImage
 from kbroker.wire.errors import ErrorCode
 from kbroker.wire.records import Record, build_batch, iter_batches
 from kbroker.wire.records import decode_records
 from kbroker.wire.schema import API_BY_NAME
-from tests.kbroker.in_memory_parts import (HOST, PORT, THIS_NODE, MemoryFlusher, MemoryNode, context,
+from tests.kbroker.in_memory_parts import (HOST, PORT, THIS_NODE, MemoryFlusher, MemoryNode, context, metadata_answer,
                                            replicas_on_disk, topic_led_here)
 
 pytestmark = pytest.mark.trio
@@ -162,7 +162,7 @@ def metadata_request(*names: str | None, auto_create: bool = False):
 async def test_metadata_names_this_node_as_broker_and_controller_and_the_partitions(tmp_path):
     followed = PartitionState(1, leader=2, leader_epoch=4, replicas=(2, 1, 3), isr=(2, 1))
     events = TopicImage("events", TOPIC_ID, (topic_led_here("events").partitions[0], followed))
-    response = await metadata.handle(MemoryNode(events), context("Metadata", 12), metadata_request(None))
+    response = await metadata_answer(MemoryNode(events), metadata_request(None))
     assert [(b.node_id, b.host, b.port) for b in response.brokers] == [(THIS_NODE, HOST, PORT)]
     assert (response.cluster_id, response.controller_id) == ("in-memory", THIS_NODE)
     [topic] = response.topics
@@ -173,7 +173,7 @@ async def test_metadata_names_this_node_as_broker_and_controller_and_the_partiti
 
 
 async def test_metadata_of_an_unknown_topic_creates_nothing_unless_asked(node):
-    response = await metadata.handle(node, context("Metadata", 12), metadata_request("events", "missing"))
+    response = await metadata_answer(node, metadata_request("events", "missing"))
     assert [(t.name, t.error_code) for t in response.topics] == [
         ("events", ErrorCode.NONE), ("missing", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]
     assert node.auto_created == []
@@ -181,19 +181,19 @@ async def test_metadata_of_an_unknown_topic_creates_nothing_unless_asked(node):
 
 async def test_metadata_asks_for_auto_creation_when_the_client_and_the_broker_allow_it(tmp_path):
     refusing = MemoryNode(settings={"auto.create.topics.enable": False})
-    response = await metadata.handle(refusing, context("Metadata", 12), metadata_request("new", auto_create=True))
+    response = await metadata_answer(refusing, metadata_request("new", auto_create=True))
     assert response.topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and refusing.auto_created == []
     allowing = MemoryNode()
-    response = await metadata.handle(allowing, context("Metadata", 12), metadata_request("new", auto_create=True))
+    response = await metadata_answer(allowing, metadata_request("new", auto_create=True))
     assert allowing.auto_created == ["new"]  # asked of the controller; not in the image yet, so unknown for now
     assert response.topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 
 async def test_metadata_leaves_out_topics_the_principal_may_not_describe(tmp_path):
     node = MemoryNode(topic_led_here("events"), topic_led_here("secret"), refused={"secret"})
-    everything = await metadata.handle(node, context("Metadata", 12), metadata_request(None))
+    everything = await metadata_answer(node, metadata_request(None))
     assert [t.name for t in everything.topics] == ["events"]
-    named = await metadata.handle(node, context("Metadata", 12), metadata_request("secret"))
+    named = await metadata_answer(node, metadata_request("secret"))
     assert named.topics[0].error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
 
 

@@ -19,10 +19,10 @@ from importlib import import_module
 
 from kbroker.wire.primitives import DecodeError
 from kbroker.wire.schema.codegen import CodeGenerator
-from kbroker.wire.schema.values import EncodeBuffer, Region, make_value_class
+from kbroker.wire.schema.values import EncodeBuffer, Encoded, Region, make_value_class
 from kbroker.wire.schema.declaration import ApiSpec, parse_declaration
 
-__all__ = ["API_BY_KEY", "API_BY_NAME", "Api", "EncodeBuffer", "Region", "UnsupportedVersion"]
+__all__ = ["API_BY_KEY", "API_BY_NAME", "Api", "EncodeBuffer", "Encoded", "Region", "UnsupportedVersion"]
 
 # One module per API family; each defines DECLARATIONS, a list of declaration texts.
 _FAMILIES = (
@@ -119,6 +119,14 @@ class Api:
         out = bytearray() if out is None else out
         self.request_writer(version)(out, value)
         return out
+
+    def encode_response_part(self, version: int, value) -> Encoded:
+        """``value``, a struct inside this API's responses, encoded for ``version``: an array of the
+        response takes it where the value would go (values.Encoded)."""
+        self._check(version)
+        out = bytearray()
+        self._generator.writer(value._spec, version, self.is_flexible(version))(out, value)
+        return Encoded(bytes(out))
 
     def encode_response(self, version: int, value, out: bytearray | None = None) -> bytearray:
         out = bytearray() if out is None else out

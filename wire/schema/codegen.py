@@ -30,7 +30,7 @@ from kbroker.wire.primitives import (
 )
 from kbroker.wire.schema.declaration import FieldSpec, StructSpec, TypeRef
 from kbroker.wire.schema.code_cache import compile_generated
-from kbroker.wire.schema.values import FRESH, Region, field_default, make_value_class, uuid_from_bytes
+from kbroker.wire.schema.values import FRESH, Encoded, Region, field_default, make_value_class, uuid_from_bytes
 
 _FIXED_FORMATS = {
     "bool": "?",
@@ -102,6 +102,7 @@ class CodeGenerator:
             "read_tags": read_tags,
             "array_unpacker": _array_unpacker,
             "Region": Region,
+            "Encoded": Encoded,
             "int16": struct.Struct(">h"),
             "int32": struct.Struct(">i"),
         }
@@ -389,6 +390,10 @@ class CodeGenerator:
             return lines
         item = self._name("item")
         lines.append(f"{inner}for {item} in {value}:")
+        if element.name == "struct":  # a struct may come encoded ahead (values.Encoded)
+            lines.append(f"{inner}    if {item}.__class__ is Encoded:")
+            lines.append(f"{inner}        out += {item}.data")
+            lines.append(f"{inner}        continue")
         lines.extend(self._write_value(item, element, False, version, flexible, inner + "    "))
         return lines
 

@@ -60,6 +60,17 @@ class Region:
     length: int
 
 
+class Encoded:
+    """A struct value in an array, encoded ahead for the version being written: the writer copies
+    ``data`` where the value would go. For parts of an answer that are large and seldom change
+    (a topic's partitions in Metadata), kept encoded between requests."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+
 class EncodeBuffer(bytearray):
     """A bytearray that also collects ``(offset, Region)`` pairs."""
 
