@@ -81,6 +81,7 @@ def test_traffic_latency_and_group_lag_are_measured(tmp_path):
         assert found[("kbroker_active_controller", ())] == 1
         assert found[("kbroker_under_replicated_partitions", ())] == 0
         assert found[("kbroker_offline_partitions", ())] == 0
+        assert found[("kbroker_log_remaining_logs_to_recover", ())] == 0  # a fresh directory: nothing found
         assert found[("kbroker_fsync_seconds_count", ())] > 0
         assert found[("kbroker_connections_accepted_total", (("listener", "PLAINTEXT"),))] >= 3  # the three clients
         assert get(metrics_port, "/health") == (200, "ok\n")

@@ -88,6 +88,9 @@ class _StateCollector:
         yield _gauge("kbroker_leader_count", "Partitions led by this broker", leaders)
         yield _gauge("kbroker_active_controller", "1 on the active controller", int(_is_active_controller(broker)))
         yield _gauge("kbroker_connections", "Open client connections", sum(s.connections for s in broker.servers))
+        yield _gauge("kbroker_log_remaining_logs_to_recover", "Logs found at start and not opened yet (Kafka's "
+                     "remainingLogsToRecover, KIP-831): they open on first use or in the background",
+                     broker.logs.unopened_count)
         accepted = CounterMetricFamily("kbroker_connections_accepted", "Connections accepted since start, per "
                                        "listener (the controller's too)", labels=["listener"])
         for server in (*broker.servers, *(broker.quorum.servers if broker.quorum is not None else ())):

@@ -75,6 +75,11 @@ class LogManager:
         held for it (``checkpoint_values``)."""
         return partition_directory_name(topic, partition) in self._found
 
+    @property
+    def unopened_count(self) -> int:
+        """How many of the partitions found at start are not opened (or deleted) yet."""
+        return len(self._found)
+
     def unopened(self) -> list[TopicPartition]:
         """The partitions found at start and not opened (or deleted) since."""
         return [key for key in map(parse_partition_directory_name, sorted(self._found)) if key is not None]

@@ -38,7 +38,7 @@ def test_a_restart_opens_its_logs_after_it_serves_and_keeps_their_log_starts(tmp
         give_up = time.monotonic() + WAIT_S
         while running.broker.logs.unopened() and time.monotonic() < give_up:
             time.sleep(0.01)
-        assert running.broker.logs.unopened() == []
+        assert running.broker.logs.unopened() == [] and running.broker.logs.unopened_count == 0
         logs = running.broker.logs.logs
         assert {index: logs[("kept", index)].log_end_offset for index in range(PARTITIONS)} == {
             index: 3 if index == 7 else 2 for index in range(PARTITIONS)}
