@@ -110,19 +110,28 @@ def _partition_line(topic: str, partition, with_elr: bool) -> str:
 
 
 def topics_create(client: Client, args) -> None:
-    Creatable = _REQUEST["CreateTopics"].CreatableTopic
-    configs = [Creatable.CreatableTopicConfig(name=k, value=v) for k, v in _pairs(args.topic_configs)]
-    answer = client.bootstrap.call("CreateTopics", topics=[Creatable(
-        name=args.name, num_partitions=args.partitions, replication_factor=args.replication_factor,
-        assignments=[], configs=configs)], timeout_ms=30_000)
-    check_error_code(answer.topics[0].error_code, args.name, answer.topics[0].error_message)
+    create_topic(client, args.name, args.partitions, args.replication_factor, _pairs(args.topic_configs))
     print(f"Created topic {args.name}.")
 
 
+def create_topic(client: Client, name: str, partitions: int, replication_factor: int,
+                 configs: list[tuple[str, str]]) -> None:
+    """CreateTopics for one topic (-1: the broker's default count or factor); its error raised."""
+    Creatable = _REQUEST["CreateTopics"].CreatableTopic
+    answer = client.bootstrap.call("CreateTopics", topics=[Creatable(
+        name=name, num_partitions=partitions, replication_factor=replication_factor, assignments=[],
+        configs=[Creatable.CreatableTopicConfig(name=k, value=v) for k, v in configs])], timeout_ms=30_000)
+    check_error_code(answer.topics[0].error_code, name, answer.topics[0].error_message)
+
+
 def topics_delete(client: Client, args) -> None:
-    answer = client.bootstrap.call("DeleteTopics", topic_names=[args.name], topics=[], timeout_ms=30_000)
-    check_error_code(answer.responses[0].error_code, args.name)
+    delete_topic(client, args.name)
     print(f"Deleted topic {args.name}.")
+
+
+def delete_topic(client: Client, name: str) -> None:
+    answer = client.bootstrap.call("DeleteTopics", topic_names=[name], topics=[], timeout_ms=30_000)
+    check_error_code(answer.responses[0].error_code, name, answer.responses[0].error_message)
 
 
 def topics_alter(client: Client, args) -> None:
@@ -134,13 +143,18 @@ def topics_alter(client: Client, args) -> None:
         check_error_code(answer.results[0].error_code, args.name, answer.results[0].error_message)
         print(f"Topic {args.name} now has {args.partitions} partitions.")
     if args.topic_configs:
-        Resource = _REQUEST["IncrementalAlterConfigs"].AlterConfigsResource
-        changes = [Resource.AlterableConfig(name=k, config_operation=0, value=v)
-                   for k, v in _pairs(args.topic_configs)]
-        answer = client.bootstrap.call("IncrementalAlterConfigs", resources=[Resource(
-            resource_type=2, resource_name=args.name, configs=changes)], validate_only=False)
-        check_error_code(answer.responses[0].error_code, args.name, answer.responses[0].error_message)
+        alter_topic_configs(client, args.name, _pairs(args.topic_configs))
         print(f"Altered configs of {args.name}: {', '.join(args.topic_configs)}.")
+
+
+def alter_topic_configs(client: Client, name: str, changes: list[tuple[str, str | None]]) -> None:
+    """IncrementalAlterConfigs on a topic: each config set, or deleted (back to its default) where None."""
+    Resource = _REQUEST["IncrementalAlterConfigs"].AlterConfigsResource
+    answer = client.bootstrap.call("IncrementalAlterConfigs", resources=[Resource(
+        resource_type=2, resource_name=name, configs=[
+            Resource.AlterableConfig(name=k, config_operation=0 if v is not None else 1, value=v)
+            for k, v in changes])], validate_only=False)
+    check_error_code(answer.responses[0].error_code, name, answer.responses[0].error_message)
 
 
 # -- cluster --------------------------------------------------------------------------------------------------
@@ -149,7 +163,7 @@ def cluster_status(client: Client, args) -> None:
     """The active controller is the metadata quorum's leader (kafka-metadata-quorum's LeaderId): a
     broker's Metadata names itself or any broker there, since clients cannot reach a KRaft controller."""
     metadata = client.metadata()
-    quorum, quorum_error = _describe_quorum(client)
+    quorum, quorum_error = describe_quorum(client)
     controller = quorum.leader_id if quorum is not None else metadata.controller_id
     live = {b.node_id for b in metadata.brokers}
     print(f"Cluster: {metadata.cluster_id}  Controller: {controller}")
@@ -170,7 +184,7 @@ def cluster_status(client: Client, args) -> None:
         print(f"Quorum: not available ({quorum_error})")
 
 
-def _describe_quorum(client: Client) -> tuple[object | None, KafkaError | None]:
+def describe_quorum(client: Client) -> tuple[object | None, KafkaError | None]:
     """The metadata quorum as the active controller sees it (a broker asks it for us); (None, None)
     from a broker that does not speak DescribeQuorum."""
     if "DescribeQuorum" not in client.bootstrap.versions:

@@ -51,16 +51,21 @@ def kafka_columns(rows: list[list], widths: list[int]) -> None:
 def list_groups(client: Client, args) -> None:
     """As kafka-groups --list: GROUP, TYPE and PROTOCOL (the type is blank where a broker does not give it,
     before ListGroups v5), columns as wide as the widest cell and at least 20."""
+    rows = [["GROUP", "TYPE", "PROTOCOL"], *(row[:3] for row in listed_groups(client))]
+    width = max(20, *(len(cell) for row in rows for cell in row))
+    for row in rows:
+        print(" ".join(cell.ljust(width) for cell in row[:-1]), row[-1])
+
+
+def listed_groups(client: Client) -> list[list[str]]:
+    """[group, type, protocol, state] of every group on every broker, by group."""
     listed = {}
     for node_id in {b.node_id for b in client.metadata([]).brokers}:
         answer = client.broker(node_id).call("ListGroups")
         check_error_code(answer.error_code, f"broker {node_id}")
-        listed.update({group.group_id: [group.group_id, group.group_type, group.protocol_type]
+        listed.update({group.group_id: [group.group_id, group.group_type, group.protocol_type, group.group_state]
                        for group in answer.groups})
-    rows = [["GROUP", "TYPE", "PROTOCOL"], *(listed[name] for name in sorted(listed))]
-    width = max(20, *(len(cell) for row in rows for cell in row))
-    for row in rows:
-        print(" ".join(cell.ljust(width) for cell in row[:-1]), row[-1])
+    return [listed[name] for name in sorted(listed)]
 
 
 def committed_offsets(client: Client, group: str) -> dict[tuple[str, int], int]:
@@ -130,7 +135,7 @@ def describe(client: Client, args) -> None:
     if described.share is not None:
         _describe_share_group(client, args.group, described.share)
         return
-    rows = _offset_rows(client, args.group, described.members)
+    rows = offset_rows(client, args.group, described.members)
     if described.state == "Empty":
         print(f"\nConsumer group '{args.group}' has no active members.", file=sys.stderr)
     elif described.state != "Stable":
@@ -156,7 +161,7 @@ def _describe_share_group(client: Client, group: str, description) -> None:
         kafka_columns(*members)
 
 
-def _offset_rows(client: Client, group: str, members: list[Member]) -> list[list]:
+def offset_rows(client: Client, group: str, members: list[Member]) -> list[list]:
     """Assigned partitions first, by member (the most partitions first), then partitions with only an offset."""
     committed = committed_offsets(client, group)
     owners = {}
@@ -177,29 +182,46 @@ def reset_offsets(client: Client, args) -> None:
     """As kafka-consumer-groups --reset-offsets: only for a group without members (one that does not exist
     yet gets the offsets). A share group's start offsets are set as kafka-share-groups --reset-offsets sets
     them; ``--share`` makes a group that does not exist yet a share group."""
-    described = described_group(client, args.group)
-    share = described.share is not None or (args.share and described.state == DEAD)
-    if args.share and not share:
-        raise CommandFailed(f"Group '{args.group}' is not a share group.")
-    if share:
-        share_groups.refuse_reset(args.group, described.state)
-    elif described.members:
-        raise CommandFailed(f"Assignments can only be reset if the group '{args.group}' is inactive, but the "
-                            f"current state is {described.state}.")
-    if args.to_offset is not None:
-        targets = {p: args.to_offset for p in client.leaders(args.topic)}
-    else:
-        targets = client.list_offsets(args.topic, EARLIEST if args.to_earliest else LATEST)
+    to = args.to_offset if args.to_offset is not None else EARLIEST if args.to_earliest else LATEST
+    plan = planned_reset(client, args.group, args.topic, to, args.share)
     kafka_columns([["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"]] +
-                  [[args.group, args.topic, p, o] for p, o in sorted(targets.items())], [30, 30, 10])
+                  [[args.group, args.topic, p, o] for p, o in sorted(plan.targets.items())], [30, 30, 10])
     if not args.execute:
         print("\nDry run: add --execute to reset.")
         return
-    if share:
-        share_groups.reset_offsets(client.coordinator(args.group), args.group, args.topic, targets)
-    else:
-        _commit_offsets(client, args.group, args.topic, targets)
+    plan.execute(client)
     print(f"\nReset offsets of group {args.group} on {args.topic}.")
+
+
+@dataclass(frozen=True)
+class PlannedReset:
+    """A reset of a group's offsets on a topic, checked and computed, not done yet (the dry run's table)."""
+    group: str
+    topic: str
+    targets: dict[int, int]  # partition -> its new offset
+    share: bool
+
+    def execute(self, client: Client) -> None:
+        if self.share:
+            share_groups.reset_offsets(client.coordinator(self.group), self.group, self.topic, self.targets)
+        else:
+            _commit_offsets(client, self.group, self.topic, self.targets)
+
+
+def planned_reset(client: Client, group: str, topic: str, to: int, share: bool = False) -> PlannedReset:
+    """The new offsets of ``group`` on ``topic``: ``to`` an offset, or EARLIEST or LATEST (the console's and
+    the command's). Refused, as Kafka refuses it, for a group with members."""
+    described = described_group(client, group)
+    share = described.share is not None or (share and described.state == DEAD)
+    if share is not (described.share is not None) and described.state != DEAD:
+        raise CommandFailed(f"Group '{group}' is not a share group.")
+    if share:
+        share_groups.refuse_reset(group, described.state)
+    elif described.members:
+        raise CommandFailed(f"Assignments can only be reset if the group '{group}' is inactive, but the "
+                            f"current state is {described.state}.")
+    targets = {p: to for p in client.leaders(topic)} if to >= 0 else client.list_offsets(topic, to)
+    return PlannedReset(group, topic, targets, share)
 
 
 def _commit_offsets(client: Client, group: str, topic: str, targets: dict[int, int]) -> None:
