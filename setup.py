@@ -16,4 +16,5 @@ for folder in MOVED:
         packages.append(f"kbroker.{package}")
     package_dir[f"kbroker.{folder}"] = folder
 
-setup(packages=packages, package_dir=package_dir)
+# The console's stylesheet and script ship inside the wheel: no build step, nothing fetched at run time.
+setup(packages=packages, package_dir=package_dir, package_data={"kbroker.http.console": ["static/*"]})

@@ -53,6 +53,8 @@ from kbroker.security.peer import PeerSecurity
 from kbroker.security.scram import ScramCredential, credential_of
 from kbroker.server import ListenerServices, RequestMemory, Server, ServerLimits
 from kbroker.topics import TopicRequest, topic_log_config
+from kbroker.config.sources import Source
+from kbroker.http import LISTENER as HTTP_LISTENER
 from kbroker.schemas.service import LISTENER as REGISTRY_LISTENER, registry_address, registry_host
 from kbroker.log.checkpoint import fsync_file_and_directory, kafka_uuid_string
 from kbroker.log.clock import SYSTEM_CLOCK, Clock
@@ -91,6 +93,7 @@ class BrokerSettings:
     data_dir: str = "./kbroker-data"
     limits: ServerLimits = ServerLimits()
     registry_sockets: tuple = ()  # the schema registry's, bound (kbroker/schemas/service.py); () : none
+    http_sockets: tuple = ()  # metrics.port's, bound by the command (kbroker/cli.py); () : as metrics.port says
 
 
 def plaintext_listener(host: str, port: int, sockets: tuple = ()) -> tuple[ListenerSettings, ...]:
@@ -125,6 +128,7 @@ def settings_from_config(config: BrokerConfig, sockets: dict[str, tuple] | None 
             max_in_flight_per_connection=config.get("queued.max.requests"),
         ),
         registry_sockets=(sockets or {}).get(REGISTRY_LISTENER, ()),
+        http_sockets=(sockets or {}).get(HTTP_LISTENER, ()),
     )
 
 
@@ -192,6 +196,8 @@ class Broker:
         self.maintenance = LogMaintenance(self.logs, self.config, clock, offline=lambda: self.log_dir_offline is not None)
         self.metrics = None  # kbroker.metrics.BrokerMetrics, made by run() when metrics.port is set
         self.metrics_port: int | None = None
+        self.http_address: tuple[str, int] | None = None  # where the console and /metrics listen, once bound
+        self.history = None  # kbroker.http.console.history.History, the console's charts, with the metrics
         self.schema_registry: tuple[str, int] | None = None  # where its registry is reached, once bound
         self.schema_store = None  # kbroker.schemas.store.SchemaStore: schemas(), on first use
         self._registry_sockets: list = list(settings.registry_sockets)
@@ -517,13 +523,19 @@ class Broker:
         settings = self.settings = replace(self.settings, listeners=tuple(
             listener if listener.sockets else replace(listener, sockets=tuple(bind_listeners(listener.host, listener.port)))
             for listener in self.settings.listeners))
-        http_sockets = []
-        if self.config.metrics_port is not None:  # first: /health and /ready answer while the broker starts
+        http_sockets = list(self.settings.http_sockets)
+        if not http_sockets and self.config.metrics_port >= 0 \
+                and self.config.source("metrics.port").source is not Source.DEFAULT:
+            http_sockets = bind_listeners("0.0.0.0", self.config.metrics_port)
+        if http_sockets:  # first: /health and /ready answer while the broker starts
             from kbroker import metrics
 
+            from kbroker.http.console.history import History
+
             self.metrics = self.services.metrics = metrics.BrokerMetrics(self)
-            http_sockets = bind_listeners("0.0.0.0", self.config.metrics_port)
-            self.metrics_port = http_sockets[0].getsockname()[1]
+            self.history = History(self)  # sampled from the start: the console's charts show the minutes before it
+            self.http_address = http_sockets[0].getsockname()[:2]
+            self.metrics_port = self.http_address[1]
         self.flusher = Flusher(self.metrics.fsync_seconds.observe if self.metrics is not None else None,
                                fails_if=injected_failure(self.settings.data_dir))
         self.logs.preparer = LogPreparer()
@@ -532,6 +544,7 @@ class Broker:
                 self._nursery = nursery
                 if http_sockets:
                     nursery.start_soon(self._serve_http, http_sockets)
+                    nursery.start_soon(self.history.run)
                 for peers in (self.peers, self.controller_peers):
                     if peers is not None:
                         await nursery.start(peers.run)
@@ -583,7 +596,7 @@ class Broker:
         try:
             await on_demand.wait_for_a_connection(sockets)
             endpoints = await on_demand.import_off_the_loop("kbroker.http.endpoints")
-            await endpoints.serve_endpoints(self.metrics.exposition, self.readiness, sockets)
+            await endpoints.serve_endpoints(self.metrics.exposition, self.readiness, sockets, self)
         finally:  # closed by serving too; not if the broker stops before anyone asked
             for sock in sockets:
                 sock.close()
@@ -619,8 +632,9 @@ class Broker:
         served += self.quorum.addresses()
         if self.schema_registry is not None:
             served.append(f"http://{self.schema_registry[0]}:{self.schema_registry[1]} (schema registry)")
-        if self.metrics_port is not None:
-            served.append(f"http://0.0.0.0:{self.metrics_port} (/metrics, /health, /ready)")
+        if self.http_address is not None:
+            host, port = self.http_address
+            served.append(f"http://{f'[{host}]' if ':' in host else host}:{port} (console, /metrics, /health, /ready)")
         return served
 
     def _advertised_endpoint(self, settings: BrokerSettings) -> BrokerEndpoint:

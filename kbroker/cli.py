@@ -24,6 +24,7 @@ from kbroker import __version__
 from kbroker.config import BrokerConfig, ConfigError
 from kbroker.config.sources import Source
 from kbroker.data_directories import DataDirectories
+from kbroker.http import LISTENER as HTTP_LISTENER
 from kbroker.listen import bind_listeners
 from kbroker.schemas.service import LISTENER as REGISTRY_LISTENER, registry_address
 from kbroker.log.descriptor_cache import DESCRIPTORS, describe_limits, raise_open_files_limit
@@ -58,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     broker.add_argument("--config", metavar="FILE", help="a server.properties file")
     broker.add_argument("--override", metavar="KEY=VALUE", action="append", default=[], help="a setting (repeatable)")
     broker.add_argument("--metrics-port", metavar="PORT", type=int,
-                        help="serve /metrics, /health and /ready on PORT (metrics.port)")
+                        help="serve the web console, /metrics, /health and /ready on PORT (metrics.port)")
     parser.add_argument("--version", action="version", version=f"kbroker {__version__}")
     add_connection_options(parser)
     commands = parser.add_subparsers(dest="command", title="commands", metavar="COMMAND", prog="kbroker")
@@ -191,6 +192,13 @@ def _start_broker(arguments: argparse.Namespace, started_at: float) -> int:
         return 1
     if registry:
         sockets[REGISTRY_LISTENER] = registry
+    try:
+        http = _bind_http(config)
+    except OSError as error:
+        print(f"kbroker: cannot listen on {error.filename} (metrics.port): {error.strerror}", file=sys.stderr)
+        return 1
+    if http and "broker" in roles:
+        sockets[HTTP_LISTENER] = http
     import trio  # the slow imports come after the ports are open (kbroker/listen.py says why)
 
     from kbroker.raft.store import CorruptStore
@@ -247,6 +255,26 @@ def _bind_schema_registry(config: BrokerConfig) -> tuple:
             raise OSError(error.errno, error.strerror, shown) from None
         logger.warning("no schema registry: cannot listen on %s (%s); schema.registry.listeners sets another "
                        "address, or turns it off when empty", shown, error.strerror)
+        return ()
+
+
+def _bind_http(config: BrokerConfig) -> tuple:
+    """The console's, /metrics' and /ready's listening sockets (none where ``metrics.port`` is -1). A port
+    set by the user listens on every interface, and a taken one stops the start; the default listens on
+    the first listener's host (localhost unless told), and is given up with a warning when taken, so that
+    a newcomer's ``kbroker`` starts."""
+    port = config.get("metrics.port")
+    if port < 0:
+        return ()
+    chosen = config.source("metrics.port").source is not Source.DEFAULT
+    host = "0.0.0.0" if chosen else (config.listener_endpoints[0].host or "0.0.0.0")
+    try:
+        return tuple(bind_listeners(host, port))
+    except OSError as error:
+        if chosen:
+            raise OSError(error.errno, error.strerror, f"{host}:{port}") from None
+        logger.warning("no web console: cannot listen on %s:%d (%s); metrics.port sets another port", host, port,
+                       error.strerror)
         return ()
 
 

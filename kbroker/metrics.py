@@ -128,13 +128,19 @@ def _is_active_controller(broker) -> bool:
 
 
 def _group_lag(broker) -> GaugeMetricFamily:
-    """Per group and partition: the high watermark minus the committed offset, for the groups
-    coordinated here and the partitions led here."""
     lag = GaugeMetricFamily("kbroker_consumer_group_lag", "Records between a group's committed offset and the "
                             "partition's high watermark", labels=["group", "topic", "partition"])
+    for group_id, topic, index, value in group_lag(broker):
+        lag.add_metric([group_id, topic, str(index)], value)
+    return lag
+
+
+def group_lag(broker):
+    """(group, topic, partition, lag) for the groups coordinated here and the partitions led here: the high
+    watermark minus the committed offset (the console's lag chart too)."""
     coordinator = broker.groups._coordinator
     if coordinator is None:
-        return lag
+        return
     offsets = coordinator.offsets
     for group_id in sorted(offsets.groups()):
         for (topic, index), committed in sorted(offsets.of_group(group_id).items()):
@@ -142,8 +148,7 @@ def _group_lag(broker) -> GaugeMetricFamily:
             if image is None or not 0 <= index < len(image.partitions) or not broker.leads(image, index):
                 continue
             high_watermark = broker.partition(topic, index).high_watermark
-            lag.add_metric([group_id, topic, str(index)], max(0, high_watermark - committed.offset))
-    return lag
+            yield group_id, topic, index, max(0, high_watermark - committed.offset)
 
 
 # (name, documentation, SharePartitionCounters field, counter?) of the share-partitions' metrics (KIP-932)

@@ -18,7 +18,8 @@ import time
 # here: three members' JoinGroups land within 20 ms of one another, and a kafka-python member has the
 # topic's partitions about 90 ms after its first JoinGroup (its 100 ms metadata backoff).
 TEST_SETTINGS = ("group.initial.rebalance.delay.ms=300",
-                 "schema.registry.listeners=")  # not localhost:8081: a test that wants one chooses its port
+                 "schema.registry.listeners=",  # not localhost:8081: a test that wants one chooses its port
+                 "metrics.port=-1")  # nor the console's localhost:8080
 
 
 def free_port() -> int:

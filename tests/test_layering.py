@@ -27,7 +27,7 @@ ALLOWED: dict[str, set[str]] = {
 KBROKER_ARROWS = """
 broker: config controller data_directories fetch_sessions group http lifecycle listen metadata metrics peers
         producer_ids replication schemas security server share topics txn
-cli: broker collector config controller data_directories event_log listen metadata schemas tools
+cli: broker collector config controller data_directories event_log http listen metadata schemas tools
 collector:
 config: metadata results security topics
 controller: config handlers metadata peers producer_ids security server
@@ -38,7 +38,7 @@ effects:
 event_log:
 fetch_sessions:
 group: coordinator_records coordinator_runtime effects topics
-http:
+http: config metadata metrics security tools
 handlers: config controller coordinator_runtime effects event_log fetch_sessions group metadata producer_ids results
           schemas security share topics txn
 lifecycle: controller

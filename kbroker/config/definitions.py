@@ -214,8 +214,10 @@ SETTINGS: tuple[Setting, ...] = (
        "per line.", OneOf("text", "json")),
     _S("logging.requests", "bool", False, "kbroker's own: log every request (API, correlation id, client, "
        "latency); answers with errors are logged either way."),
-    _S("metrics.port", "int", None, "kbroker's own: HTTP port for Prometheus metrics; unset: none.",
-       Between(0, 65535)),
+    _S("metrics.port", "int", 8080, "kbroker's own: HTTP port of the web console, /metrics (Prometheus), "
+       "/health and /ready; 0: a free one; -1: none. A node of a cluster serves none unless told; a lone node "
+       "serves it on its first listener's host, and starts without it, with a warning, when the default port "
+       "is taken.", Between(-1, 65535)),
     _S("schema.registry.listeners", "string", "http://localhost:8081", "kbroker's own: where this node "
        "serves the Confluent-compatible schema registry, as http://host:port (port 0: a free one); empty: "
        "not at all. A node of a cluster serves none unless told; a lone node whose default address is "
@@ -471,6 +473,7 @@ CLUSTER_DEFAULTS: dict[str, object] = {
     "share.coordinator.state.topic.min.isr": 2,
     "schema.registry.topic.replication.factor": 3,
     "schema.registry.listeners": "",  # several nodes on one machine would want the same port
+    "metrics.port": -1,  # as the registry's
 }
 assert all(setting.type in TYPES for setting in SETTINGS)
 

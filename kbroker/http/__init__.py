@@ -1,2 +1,4 @@
 """The broker's one HTTP stack: hypercorn's trio worker serving ASGI applications (metrics, health and
-readiness; the schema registry; the console to follow) on the broker's own event loop (server.py)."""
+readiness, and the web console; the schema registry) on the broker's own event loop (server.py)."""
+
+LISTENER = "HTTP"  # the bound sockets' name among a node's listeners (``metrics.port``)

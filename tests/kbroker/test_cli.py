@@ -107,6 +107,75 @@ def test_metrics_port_flag_serves_health(tmp_path):
         process.wait()
 
 
+def _holding(host: str, port: int):
+    """A listening socket on host:port, or None where another process has it already (taken either way)."""
+    holder = socket.socket()
+    holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the broker binds: a TIME_WAIT is no owner
+    try:
+        holder.bind((host, port))
+    except OSError:
+        holder.close()
+        return None
+    holder.listen()
+    return holder
+
+
+def test_the_console_is_served_by_default_on_the_listeners_host(tmp_path):
+    import urllib.request
+
+    holder = _holding("127.0.0.1", 8080)
+    if holder is None:
+        pytest.skip("127.0.0.1:8080, the console's default port, is taken on this machine")
+    holder.close()
+    port = free_port()
+    process = start(tmp_path, f"listeners=PLAINTEXT://127.0.0.1:{port}", "schema.registry.listeners=")
+    try:
+        assert "http://127.0.0.1:8080 (console, /metrics, /health, /ready)" in wait_for_line(process, "ready on")
+        with urllib.request.urlopen("http://127.0.0.1:8080/", timeout=10) as answer:
+            assert answer.status == 200 and b"<h1>Overview</h1>" in answer.read()
+    finally:
+        process.kill()
+        process.wait()
+
+
+def test_the_default_console_port_taken_is_a_warning_not_a_failed_start(tmp_path):
+    holder = _holding("127.0.0.1", 8080)
+    try:
+        process = start(tmp_path, f"listeners=PLAINTEXT://127.0.0.1:{free_port()}", "schema.registry.listeners=")
+        try:
+            warning = wait_for_line(process, "no web console")
+            assert "cannot listen on 127.0.0.1:8080" in warning and "metrics.port sets another port" in warning
+            assert "console" not in wait_for_line(process, "ready on")
+        finally:
+            process.kill()
+            process.wait()
+    finally:
+        if holder is not None:
+            holder.close()
+
+
+def test_a_chosen_console_port_taken_stops_the_start_in_one_line(tmp_path):
+    holder = _holding("0.0.0.0", 0)
+    taken = holder.getsockname()[1]
+    try:
+        process = start(tmp_path, f"listeners=PLAINTEXT://127.0.0.1:{free_port()}", f"metrics.port={taken}")
+        assert process.wait(timeout=20) == 1
+        assert process.stdout.read().strip().splitlines()[-1] == \
+            f"kbroker: cannot listen on 0.0.0.0:{taken} (metrics.port): Address already in use"
+    finally:
+        holder.close()
+
+
+def test_no_console_with_metrics_port_minus_one(tmp_path):
+    process = start(tmp_path, f"listeners=PLAINTEXT://127.0.0.1:{free_port()}", "metrics.port=-1",
+                    "schema.registry.listeners=")
+    try:
+        assert "http://" not in wait_for_line(process, "ready on")
+    finally:
+        process.kill()
+        process.wait()
+
+
 def kbroker(*arguments, timeout_s=30):
     return subprocess.run([sys.executable, "-m", "kbroker.cli", *arguments], capture_output=True, text=True,
                           timeout=timeout_s)

@@ -268,7 +268,7 @@ def test_kafkas_sample_kraft_server_properties_loads(tmp_path):
     ("log.retention.bytes=9223372036854775808", "a 64-bit integer"),
     ("log.cleaner.min.cleanable.ratio=1.5", "a value from 0 to 1"),  # Between
     ("log.cleaner.min.cleanable.ratio=half", "a number"),
-    ("metrics.port=65536", "a value from 0 to 65535"),
+    ("metrics.port=65536", "a value from -1 to 65535"),
     ("auto.create.topics.enable=yes", "true or false"),        # bool
     ("log.message.timestamp.type=createtime", "one of CreateTime, LogAppendTime"),  # OneOf, case-sensitive
     ("compression.type=brotli", "one of uncompressed, zstd, lz4, snappy, gzip, producer"),
