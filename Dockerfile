@@ -44,7 +44,7 @@ WORKDIR /var/lib/kbroker
 USER 10001:10001
 
 # 9092: clients; 9093: the controller quorum (in a cluster); 8081: the schema registry;
-# 9308: /metrics, /health, /ready.
+# 9308: the web console, /metrics, /health, /ready.
 EXPOSE 9092 9093 8081 9308
 
 HEALTHCHECK --interval=10s --timeout=5s --start-period=30s --retries=3 \

@@ -5,8 +5,10 @@ installed (the tests skip without it)."""
 
 from __future__ import annotations
 
+import contextlib
 import html
 import http.cookiejar
+import json
 import re
 import subprocess
 import sys
@@ -147,3 +149,31 @@ def signed_in(broker, user: str) -> ConsoleClient:
     status, page = console.post("/login", {"username": user, "password": USERS[user]})
     assert status == 200 and f'<span class="who" id="principal">User:{user}</span>' in page
     return console
+
+
+# An Avro value schema and a compatible next version of it (a field with a default added).
+ORDER_V1 = {"type": "record", "name": "Order", "fields": [{"name": "id", "type": "long"},
+                                                          {"name": "item", "type": "string"}]}
+ORDER_V2 = {**ORDER_V1, "fields": [*ORDER_V1["fields"], {"name": "note", "type": "string", "default": ""}]}
+
+
+@contextlib.contextmanager
+def registry_broker(directory):
+    """A console broker serving the schema registry, a topic, its value subject registered at ORDER_V1, and a
+    serializer of ORDER_V2 values for it (which registers version 2): (broker, topic, serialize)."""
+    from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    registry_port = free_port()
+    broker = ConsoleBroker(directory, f"schema.registry.listeners=http://127.0.0.1:{registry_port}")
+    broker.start()
+    try:
+        topic = make_topic(broker)
+        registry = SchemaRegistryClient({"url": f"http://127.0.0.1:{registry_port}"})
+        registry.register_schema(f"{topic}-value", Schema(json.dumps(ORDER_V1), "AVRO"))
+        serializer = AvroSerializer(registry, json.dumps(ORDER_V2))
+        yield broker, topic, lambda value: serializer(value, SerializationContext(topic, MessageField.VALUE))
+    finally:
+        broker.kill()
+

@@ -18,7 +18,9 @@ confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, Producer  # noqa: E402
 
 from compat_tests.console_client import (ConsoleBroker, ConsoleClient, consume_and_commit, described_rows,  # noqa: E402
-                                         kbroker, make_topic, produce, rows, secured_broker, signed_in)
+                                         kbroker, make_topic, produce, rows, secured_broker, signed_in,
+                                         registry_broker)
+
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
@@ -210,3 +212,29 @@ def test_the_console_does_only_what_the_authorizer_lets_the_user_do(secured):
     assert name in admin.get("/topics")[1]
     status, page = alice.get("/")
     assert 'id="disks-empty"' in page and "CLUSTER_AUTHORIZATION_FAILED" in page  # no DESCRIBE on the cluster
+
+
+def test_schemas_their_versions_and_values_decoded_through_them(tmp_path):
+    import json
+
+    with registry_broker(tmp_path) as (broker, topic, serialize):
+        producer = Producer({"bootstrap.servers": broker.bootstrap})
+        value = serialize({"id": 7, "item": "widget", "note": "<fragile>"})
+        producer.produce(topic, key=b"order-7", value=value)
+        producer.produce(topic, key=b"plain", value=b"\x00\x00\x00\x00\x63 not a schema id")
+        assert producer.flush(30) == 0
+        console = broker.console()
+        status, page = console.get("/schemas")
+        assert rows(page, "subjects") == [[f"{topic}-value", "2", "AVRO", "2", "2"]]
+        status, page = console.get(f"/schemas/{topic}-value?version=2&compare=1")
+        diff = html.unescape(re.search(r'<pre class="diff" id="diff">(.*?)</pre>', page, re.S).group(1))
+        added = [re.sub("<[^>]+>", "", line) for line in diff.splitlines() if line.startswith('<span class="added">+ ')]
+        assert [line.strip(" +") for line in added] == ["},", "{", '"name": "note",', '"type": "string",',
+                                                       '"default": ""']
+        status, page = console.get(f"/topics/{topic}/messages?partition=0&order=oldest")
+        found = rows(page, "messages")
+        assert found[0][4].startswith(f"schema 2 (AVRO, {topic}-value v2)")
+        assert json.loads(found[0][4].split(")", 1)[1]) == {"id": 7, "item": "widget", "note": "<fragile>"}
+        assert found[1][4] == "\x00\x00\x00\x00c not a schema id"  # id 99 is no schema: shown as it is
+        status, page = console.get(f"/topics/{topic}/messages?partition=0&order=oldest&format=hex")
+        assert rows(page, "messages")[0][4] == value.hex(" ")

@@ -16,7 +16,7 @@ confluent_kafka = pytest.importorskip("confluent_kafka")
 
 from compat_tests.browser import browser, screenshot, wait_for, wait_for_text  # noqa: E402, F401
 from compat_tests.console_client import (USERS, ConsoleBroker, consume_and_commit, described_rows,  # noqa: E402
-                                         make_topic, produce, secured_broker)
+                                         make_topic, produce, registry_broker, secured_broker)
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -145,3 +145,21 @@ def test_a_refused_action_shows_the_authorizers_refusal(browser, tmp_path):
         screenshot(browser, "refused")
     finally:
         broker.kill()
+
+
+def test_schema_versions_compared_and_a_value_decoded_through_its_schema(browser, tmp_path):
+    with registry_broker(tmp_path) as (broker, topic, serialize):
+        producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap})
+        for n in range(3):
+            producer.produce(topic, key=f"order-{n}", value=serialize({"id": n, "item": "widget",
+                                                                        "note": "handle with care"}))
+        assert producer.flush(30) == 0
+        browser.get(f"http://127.0.0.1:{broker.http_port}/schemas")
+        browser.find_element("link text", f"{topic}-value").click()
+        submit(browser, "versions-form", version="2", compare="1")
+        assert '"name": "note"' in wait_for(browser, "#diff span.added").find_element("xpath", "..").text
+        screenshot(browser, "schema-versions")
+        browser.get(f"http://127.0.0.1:{broker.http_port}/topics/{topic}/messages?partition=0")
+        value = cells(browser, "messages")[0][4]
+        assert value.startswith(f"schema 2 (AVRO, {topic}-value v2)") and '"note": "handle with care"' in value
+        screenshot(browser, "messages-decoded")

@@ -18,6 +18,7 @@ CORES = ("wire", "log", "raft")  # at the repository's root, installed as kbroke
 # room -> the rooms it may import. The cores point one way. Within kbroker the arrows are today's
 # (issue 25), three pairs pointing both ways among them: controller <-> handlers, controller <->
 # metadata and coordinator_runtime <-> handlers, debts to pay as the broker is cut into narrow parts.
+# http <-> schemas is a fourth: the registry serves on the HTTP stack, and the console shows the registry.
 # Every room may use the cores and the package itself (kbroker.__version__).
 ALLOWED: dict[str, set[str]] = {
     "wire": set(),
@@ -38,7 +39,7 @@ effects:
 event_log:
 fetch_sessions:
 group: coordinator_records coordinator_runtime effects topics
-http: config metadata metrics security tools
+http: config metadata metrics schemas security tools
 handlers: config controller coordinator_runtime effects event_log fetch_sessions group metadata producer_ids results
           schemas security share topics txn
 lifecycle: controller

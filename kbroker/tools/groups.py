@@ -38,6 +38,7 @@ class Group:
     state: str
     members: list[Member]
     share: object = None  # a share group's ShareGroupDescribe answer; None for a consumer (or classic) group
+    kind: str = "classic"  # the group's protocol: classic, consumer (KIP-848) or share (KIP-932)
 
 
 def kafka_columns(rows: list[list], widths: list[int]) -> None:
@@ -82,7 +83,7 @@ def described_group(client: Client, group: str) -> Group:
     if described is None and "ShareGroupDescribe" in coordinator.versions:
         share = share_groups.described(coordinator, group)
         if share is not None:
-            described = Group(share.group_state, [], share)
+            described = Group(share.group_state, [], share, "share")
     return described if described is not None else _classic_group(coordinator, group)
 
 
@@ -96,7 +97,7 @@ def _consumer_group(coordinator, group: str) -> Group | None:
     return Group(described.group_state, [Member(
         member.member_id, member.client_host, member.client_id,
         [(topic.topic_name, p) for topic in member.assignment.topic_partitions for p in topic.partitions])
-        for member in described.members])
+        for member in described.members], kind="consumer")
 
 
 def _classic_group(coordinator, group: str) -> Group:

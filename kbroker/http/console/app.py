@@ -32,6 +32,7 @@ from kbroker.http.console import pages, views
 from kbroker.http.console.access import COOKIE, Session, Sessions, Viewer, csrf_matches
 from kbroker.http.console.kafka import UserClient, choose_listener
 from kbroker.http.console.messages import Wanted, produce, read_page
+from kbroker.http.console.schemas import Decoder, difference, pretty, schema_id
 from kbroker.security.acls import AclOperation, ResourceType
 from kbroker.security.authorization import allowed
 from kbroker.tools import groups as group_tools
@@ -50,6 +51,7 @@ class Console:
     def __init__(self, node) -> None:
         self.node = node
         self.history = node.history
+        self.decoder = Decoder()
         self._sessions: Sessions | None = None
 
     @property
@@ -75,6 +77,7 @@ class Console:
             Route("/groups", page(self.groups)), Route("/groups/{group:path}/reset-offsets",
                                                        change(self.reset_offsets), methods=["POST"]),
             Route("/groups/{group:path}", page(self.group)),
+            Route("/schemas", page(self.schemas)), Route("/schemas/{subject:path}", page(self.subject)),
             Route("/api/rates", page(self.rates)), Route("/api/lag/{group:path}", page(self.lag)),
             Route("/login", self.login_page), Route("/login", self.log_in, methods=["POST"]),
             Route("/logout", self.log_out, methods=["POST"]),
@@ -208,8 +211,13 @@ class Console:
                 page = await session.client.run(lambda kafka: read_page(kafka, name, wanted))
             except _FAILURES as failure:
                 error = str(failure)
-        body = pages.messages(name, len(found.partitions), wanted, query.get("format", "text"), page, error,
-                              query.get("timestamp", ""))
+        form_name = query.get("format", "text")
+        decoded = {}
+        if page is not None and form_name != "hex" and any(schema_id(m.value) is not None for m in page.messages):
+            registry = await self.node.schemas().catch_up_if_held()
+            decoded = {m.offset: self.decoder.decoded(m.value, registry) for m in page.messages}
+        body = pages.messages(name, len(found.partitions), wanted, form_name, page, error, query.get("timestamp", ""),
+                              {offset: found for offset, found in decoded.items() if found is not None})
         return self._render(session, f"Messages of {name}", body, "topics")
 
     async def groups(self, request: Request, session: Session, viewer: Viewer) -> Response:
@@ -229,11 +237,36 @@ class Console:
         if described.state == group_tools.DEAD:
             return self._render(session, group_id, f'<p class="error" id="error">Group {pages.e(group_id)} does not '
                                 'exist.</p>', "groups", 404)
-        kind = "share group" if described.share is not None else "consumer group"
+        kind = f"{described.kind} group"
         topics = sorted({row[1] for row in rows} | {row[1] for row in (share_rows or [])[1:]})
         body = pages.group(group_id, described.state, kind, described.members, rows, share_rows, topics,
                            session.csrf, plan, reset or {})
         return self._render(session, group_id, body, "groups")
+
+    async def schemas(self, request: Request, session: Session, viewer: Viewer) -> Response:
+        registry = await self.node.schemas().catch_up_if_held()
+        subjects = [registry.versions(subject) for subject in registry.subject_names()]
+        return self._render(session, "Schemas", pages.schemas([versions for versions in subjects if versions]),
+                            "schemas")
+
+    async def subject(self, request: Request, session: Session, viewer: Viewer) -> Response:
+        subject = request.path_params["subject"]
+        versions = (await self.node.schemas().catch_up_if_held()).versions(subject)
+        if not versions:
+            return self._render(session, subject, f'<p class="error" id="error">Subject {pages.e(subject)} does not '
+                                'exist.</p>', "schemas", 404)
+        by_number = {version.version: version for version in versions}
+        try:
+            shown = by_number.get(_number(request.query_params.get("version"), "version", versions[-1].version))
+            compare = by_number.get(_number(request.query_params.get("compare"), "compare", -1) if
+                                    request.query_params.get("compare") else None)
+        except ValueError:
+            shown, compare = None, None
+        if shown is None:
+            shown = versions[-1]
+        lines = difference(compare, shown) if compare is not None else []
+        body = pages.subject(subject, versions, shown, pretty(shown), compare, lines)
+        return self._render(session, subject, body, "schemas")
 
     async def rates(self, request: Request, session: Session, viewer: Viewer) -> Response:
         return JSONResponse({"series": ["in", "out"], "points": list(self.history.rates)})

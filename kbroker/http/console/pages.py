@@ -12,7 +12,8 @@ from urllib.parse import quote, urlencode
 from kbroker.http.console.messages import Page, Wanted, shown
 from kbroker.http.console.views import MISSING, Disk, PartitionRow, TopicRow
 
-NAV = (("overview", "/", "Overview"), ("topics", "/topics", "Topics"), ("groups", "/groups", "Groups"))
+NAV = (("overview", "/", "Overview"), ("topics", "/topics", "Topics"), ("groups", "/groups", "Groups"),
+       ("schemas", "/schemas", "Schemas"))
 
 
 def e(value) -> str:
@@ -171,7 +172,8 @@ def produce_form(path: str, csrf: str) -> str:
 
 
 def messages(name: str, partitions: int, wanted: Wanted, form_name: str, page: Page | None, error: str,
-             timestamp_text: str) -> str:
+             timestamp_text: str, decoded: dict[int, tuple[str, str]]) -> str:
+    """``decoded``: offset -> (what decoded its value, the value) for values in the registry's wire format."""
     path = "/topics/" + name + "/messages"
     options = "".join(f'<option value="{p}"{" selected" if p == wanted.partition else ""}>{p}</option>'
                       for p in range(partitions))
@@ -199,8 +201,13 @@ def messages(name: str, partitions: int, wanted: Wanted, form_name: str, page: P
     rows = []
     for message in page.messages:
         headers = "<br>".join(f"{e(key)}: {e(shown(value, form_name))}" for key, value in message.headers)
-        rows.append([e(message.offset), e(when(message.timestamp)), f'<code class="key">{e(shown(message.key, form_name))}</code>',
-                     f'<span class="headers">{headers}</span>', f'<pre class="value">{e(shown(message.value, form_name))}</pre>'])
+        value = f'<pre class="value">{e(shown(message.value, form_name))}</pre>'
+        if message.offset in decoded:
+            label, text = decoded[message.offset]
+            value = f'<span class="schema">{e(label)}</span>' + (f'<pre class="value">{e(text)}</pre>' if text else value)
+        rows.append([e(message.offset), e(when(message.timestamp)),
+                     f'<code class="key">{e(shown(message.key, form_name))}</code>',
+                     f'<span class="headers">{headers}</span>', value])
     body += table(["Offset", "Timestamp", "Key", "Headers", "Value"], rows, "messages", "No messages here.")
     order = "newest" if wanted.newest_first else "oldest"
     common = dict(partition=wanted.partition, order=order, key=wanted.key, contains=wanted.contains,
@@ -260,6 +267,35 @@ def group(group_id: str, state: str, kind: str, members: list, rows: list[list],
         body += form(url(path + "/reset-offsets"), csrf, hidden + '<input type="hidden" name="execute" value="1">',
                      "Execute the reset", "reset-execute")
     return body
+
+
+# -- schemas --------------------------------------------------------------------------------------------------
+
+def schemas(subjects: list[list]) -> str:
+    """``subjects``: each subject's live versions, oldest first."""
+    return table(["Subject", "Latest version", "Type", "Schema id", "Versions"], [
+        [f'<a href="{e(url("/schemas/" + versions[-1].subject))}">{e(versions[-1].subject)}</a>',
+         e(versions[-1].version), e(versions[-1].schema_type), e(versions[-1].id), e(len(versions))]
+        for versions in subjects], "subjects", "No schemas registered.")
+
+
+def subject(name: str, versions: list, shown, text: str, compare, lines: list[str]) -> str:
+    path = "/schemas/" + name
+    options = "".join(f'<option value="{v.version}"{" selected" if v is shown else ""}>{v.version}</option>'
+                      for v in versions)
+    others = '<option value="">nothing</option>' + "".join(
+        f'<option value="{v.version}"{" selected" if v is compare else ""}>{v.version}</option>' for v in versions)
+    body = (f'<form method="get" action="{e(quote(path))}" class="filters" id="versions-form">'
+            f'<label>Version <select name="version">{options}</select></label>'
+            f'<label>Compared with <select name="compare">{others}</select></label><button>Show</button></form>'
+            f'<p class="meta" id="schema-meta">Version {e(shown.version)} · id {e(shown.id)} · {e(shown.schema_type)}'
+            f'{" · references " + e(", ".join(f"{r.subject} v{r.version}" for r in shown.references)) if shown.references else ""}</p>')
+    if compare is not None:
+        diff = "".join(f'<span class="{"added" if line.startswith("+") else "removed" if line.startswith("-") else ""}">'
+                       f'{e(line)}</span>\n' for line in lines)
+        body += f'<h2>From version {e(compare.version)} to {e(shown.version)}</h2>'
+        body += f'<pre class="diff" id="diff">{diff or e("The same schema.")}</pre>'
+    return body + f'<h2>Schema</h2><pre class="schema-text" id="schema-text">{e(text)}</pre>'
 
 
 def login(error: str, csrf: str, mechanism: str, then: str) -> str:

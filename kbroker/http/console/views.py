@@ -13,6 +13,7 @@ from kbroker.config import BrokerConfig
 from kbroker.http.console.access import Viewer
 from kbroker.http.console.history import History
 from kbroker.log.manager import LogManager
+from kbroker.schemas.store import SchemaStore
 from kbroker.metadata.image import BrokerEndpoint, MetadataImage, TopicImage
 from kbroker.security.acls import AclOperation, ResourceType
 from kbroker.security.authorization import Authorization, allowed, allowed_on_cluster
@@ -40,6 +41,9 @@ class ConsoleNode(Protocol):
         """The charts' samples, taken since the broker started."""
 
     def readiness(self) -> tuple[bool, str]: ...
+
+    def schemas(self) -> SchemaStore:
+        """The schema registry's state (kbroker/schemas/store.py)."""
 
     def partition(self, topic: str, index: int): ...
 
