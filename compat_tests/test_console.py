@@ -238,3 +238,30 @@ def test_schemas_their_versions_and_values_decoded_through_them(tmp_path):
         assert found[1][4] == "\x00\x00\x00\x00c not a schema id"  # id 99 is no schema: shown as it is
         status, page = console.get(f"/topics/{topic}/messages?partition=0&order=oldest&format=hex")
         assert rows(page, "messages")[0][4] == value.hex(" ")
+
+
+def test_a_share_group_shows_its_members_and_start_offsets_and_resets_from_the_page(broker):
+    from compat_tests.test_share_consumer import poll_until, prepare, share_consumer
+
+    name = f"share-{uuid.uuid4().hex[:8]}"
+    prepare(broker.bootstrap, name, 10)
+    consumer = share_consumer(broker.bootstrap, name)
+    try:
+        assert len(poll_until(consumer, 10)) == 10
+        consumer.commit_sync(30)
+        console = broker.console()
+        status, page = console.get(f"/groups/{name}")
+        assert 'id="group-state">State <strong>Stable</strong> · share group' in page
+        [member] = rows(page, "members")
+        assert member[3] == f"{name}-0"
+        printed = kbroker("groups", "describe", name, "--bootstrap-server", broker.bootstrap).strip().split("\n\n")[0]
+        assert rows(page, "offsets") == [line.split() for line in printed.splitlines()[1:]]  # as the command prints
+        status, page = console.post(f"/groups/{name}/reset-offsets", {"topic": name, "to": "earliest", "offset": ""})
+        assert f"Refused: Share group &#x27;{name}&#x27; is not empty." in page
+    finally:
+        consumer.close()
+    console.get(f"/groups/{name}")
+    status, page = console.post(f"/groups/{name}/reset-offsets", {"topic": name, "to": "offset", "offset": "7",
+                                                                 "execute": "1"})
+    assert f"Reset offsets of group {name} on {name}." in page
+    assert [row[3:] for row in rows(page, "offsets")] == [["7", "3"]]  # START-OFFSET, LAG

@@ -83,7 +83,10 @@ def described_group(client: Client, group: str) -> Group:
     if described is None and "ShareGroupDescribe" in coordinator.versions:
         share = share_groups.described(coordinator, group)
         if share is not None:
-            described = Group(share.group_state, [], share, "share")
+            described = Group(share.group_state, [Member(
+                member.member_id, member.client_host, member.client_id,
+                [(topic.topic_name, p) for topic in member.assignment.topic_partitions for p in topic.partitions])
+                for member in share.members], share, "share")
     return described if described is not None else _classic_group(coordinator, group)
 
 
