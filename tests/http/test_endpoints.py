@@ -57,3 +57,25 @@ async def test_a_body_is_refused_beyond_a_request_heads_size(endpoints):
     await client.send(b"POST /metrics HTTP/1.1\r\nHost: test\r\nContent-Length: 1048576\r\n\r\n")
     assert (await client.answer())[0] == 413
     assert await client.closed()
+
+
+class StartingBroker:
+    """A broker whose client listener is not open yet: the console has nothing to log in on."""
+
+    def __init__(self, readiness) -> None:
+        from kbroker.broker import BrokerSettings
+
+        self.settings, self.ports, self.servers, self.history = BrokerSettings(), {}, [], None
+        self.readiness = readiness
+
+
+async def test_the_console_answers_503_with_the_reason_until_the_listeners_are_open(nursery):
+    sockets, readiness = loopback_sockets(), Readiness()
+    await nursery.start(lambda task_status: serve_endpoints(lambda: EXPOSITION, readiness, sockets,
+                                                            StartingBroker(readiness), task_status=task_status))
+    async with connect(sockets) as client:
+        for path in ("/", "/topics", "/login"):
+            status, _, body = await client.get(path)
+            assert status == 503 and b"starting: listeners not open yet: reload in a moment." in body
+        assert (await client.get("/health"))[::2] == (200, b"ok\n")
+        assert (await client.get("/nothing"))[::2] == (404, b"/metrics, /health, /ready or the console at /\n")

@@ -86,9 +86,20 @@ class Console:
 
     # -- sessions ----------------------------------------------------------------------------------------------
 
+    def _starting(self) -> Response | None:
+        """503 until every client listener is open: the console logs in on one."""
+        node = self.node
+        if all(listener.name in node.ports for listener in node.settings.listeners):
+            return None
+        return HTMLResponse(pages.layout("Starting", f"<p>{pages.e(node.readiness()[1])}: reload in a moment.</p>",
+                                         active="", principal=None), status_code=503)
+
     def _page(self, handler):
         """A reading route: its session found, or made for a broker that authenticates no one."""
         async def endpoint(request: Request) -> Response:
+            starting = self._starting()
+            if starting is not None:
+                return starting
             session, new = self._session(request)
             if session is None:
                 return RedirectResponse("/login?" + _query(next=request.url.path), status_code=303)
@@ -100,6 +111,9 @@ class Console:
         """A changing route: a POST with the session's CSRF token, else 403."""
         async def endpoint(request: Request) -> Response:
             fields = await _form(request)
+            starting = self._starting()
+            if starting is not None:
+                return starting
             token = request.cookies.get(COOKIE)
             session = self.sessions.find(token)
             if session is None or not csrf_matches(session, fields.get("csrf")):
@@ -125,6 +139,9 @@ class Console:
                             status_code=status)
 
     async def login_page(self, request: Request) -> Response:
+        starting = self._starting()
+        if starting is not None:
+            return starting
         listener = self.sessions.listener
         if not listener.needs_login:
             return RedirectResponse("/", status_code=303)
@@ -137,6 +154,9 @@ class Console:
 
     async def log_in(self, request: Request) -> Response:
         fields = await _form(request)
+        starting = self._starting()
+        if starting is not None:
+            return starting
         expected = request.cookies.get(_LOGIN_COOKIE)
         then = _safe_next(request.query_params.get("next"))
         if not expected or not secrets.compare_digest(expected, fields.get("csrf", "")):
@@ -154,6 +174,8 @@ class Console:
 
     async def log_out(self, request: Request) -> Response:
         fields = await _form(request)
+        if self._starting() is not None:
+            return RedirectResponse("/login", status_code=303)
         session = self.sessions.find(request.cookies.get(COOKIE))
         if session is not None and csrf_matches(session, fields.get("csrf")):
             self.sessions.close(request.cookies.get(COOKIE))

@@ -20,6 +20,8 @@ from kbroker.config.client import ClientSecurity
 from kbroker.tools.client import Client
 
 _TIMEOUT_S = 15  # each socket operation's; a page shows the error after that
+_THREADS = 4  # the console's own worker threads: never the ones the broker's fsyncs wait for
+_limiter: trio.CapacityLimiter | None = None
 _MECHANISMS = ("SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN")  # the console's order of preference
 Answer = TypeVar("Answer")
 
@@ -66,8 +68,11 @@ class UserClient:
     async def run(self, function: Callable[[Client], Answer]) -> Answer:
         """``function(client)`` in a worker thread. A broken connection is dropped, so the next call makes
         another; the error goes to the caller."""
+        global _limiter
+        if _limiter is None:
+            _limiter = trio.CapacityLimiter(_THREADS)
         async with self._lock:
-            return await trio.to_thread.run_sync(self._run, function)
+            return await trio.to_thread.run_sync(self._run, function, limiter=_limiter)
 
     def _run(self, function: Callable[[Client], Answer]) -> Answer:
         if self._client is None:

@@ -37,6 +37,15 @@ class ConsoleNode(Protocol):
     @property
     def log_dir_offline(self) -> str | None: ...
     @property
+    def settings(self):
+        """kbroker.broker.BrokerSettings: its client listeners, in order."""
+    @property
+    def servers(self) -> list:
+        """Each client listener's kbroker.server.Server (its security: the SASL mechanisms)."""
+    @property
+    def ports(self) -> dict[str, int]:
+        """Listener name -> its bound port, once open."""
+    @property
     def history(self) -> History:
         """The charts' samples, taken since the broker started."""
 
