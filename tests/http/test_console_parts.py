@@ -66,6 +66,8 @@ def test_a_session_lives_while_used_and_the_least_recent_goes_first():
     (b'{"a":[1,2]}', "json", '{\n  "a": [\n    1,\n    2\n  ]\n}'),
     (b"{not json", "json", "{not json"),
     (b"ab", "hex", "61 62"),
+    (b"x" * 16390, "json", "x" * 16384 + " … (6 bytes more)"),  # cut: a page of large values stays small
+    (b"\x01" * 16385, "hex", ("01 " * 16384).strip() + " … (1 bytes more)"),
 ])
 def test_bytes_are_shown_as_text_json_or_hexadecimal(data, form, expected):
     assert shown(data, form) == expected

@@ -19,6 +19,7 @@ happened (the broker's refusal included, by its Kafka error name).
 
 from __future__ import annotations
 
+import logging
 import secrets
 from datetime import datetime
 from importlib import resources
@@ -40,6 +41,7 @@ from kbroker.tools import share_groups
 from kbroker.tools.admin import alter_topic_configs, create_topic, delete_topic, describe_quorum
 from kbroker.tools.client import CommandFailed, KafkaError
 
+logger = logging.getLogger("kbroker.console")
 TOPICS_SHOWN = 1000  # rows of the topics page; a search narrows it
 _LOGIN_COOKIE = "kbroker_login"  # the sign-in form's own CSRF token, before there is a session
 _STATIC = {name: (resources.files(__package__).joinpath("static", name).read_bytes(), kind)
@@ -103,7 +105,10 @@ class Console:
             session, new = self._session(request)
             if session is None:
                 return RedirectResponse("/login?" + _query(next=request.url.path), status_code=303)
-            response = await handler(request, session, Viewer(session.principal, _host(request)))
+            try:
+                response = await handler(request, session, Viewer(session.principal, _host(request)))
+            except Exception as failure:  # a bug or a torn answer: one line in the log and on the page
+                return _failed(request, failure)
             return _with_cookie(response, new)
         return endpoint
 
@@ -120,7 +125,10 @@ class Console:
                 return HTMLResponse(pages.layout("Refused", "<p>The request did not come from this console's page "
                                                  "(no session or no CSRF token): reload the page and try again.</p>",
                                                  active="", principal=None), status_code=403)
-            return await handler(request, session, Viewer(session.principal, _host(request)), fields)
+            try:
+                return await handler(request, session, Viewer(session.principal, _host(request)), fields)
+            except Exception as failure:
+                return _failed(request, failure)
         return endpoint
 
     def _session(self, request: Request) -> tuple[Session | None, str | None]:
@@ -463,6 +471,12 @@ def _query(**values: str) -> str:
 def _safe_next(path: str | None) -> str:
     """Back to the page that asked for the sign-in, only if it is one of ours."""
     return path if path and path.startswith("/") and not path.startswith("//") else "/"
+
+
+def _failed(request: Request, failure: Exception) -> Response:
+    logger.warning("console: %s %s failed: %s: %s", request.method, request.url.path, type(failure).__name__, failure)
+    return HTMLResponse(pages.layout("Failed", f'<p class="error" id="error">{pages.e(type(failure).__name__)}: '
+                                     f'{pages.e(failure)}</p>', active="", principal=None), status_code=500)
 
 
 def _unknown_topic(name: str) -> str:

@@ -24,6 +24,7 @@ from kbroker.wire.schema import API_BY_NAME
 FETCH_BYTES = 1 << 20  # one Fetch's partition_max_bytes: a page of small records is one request
 SCAN_RECORDS = 10_000
 MAX_LIMIT = 500
+SHOWN_BYTES = 16 * 1024  # of each key, value and header
 _FetchTopic = API_BY_NAME["Fetch"].request_class.FetchTopic
 _FetchPartition = _FetchTopic.FetchPartition
 _ListTopic = API_BY_NAME["ListOffsets"].request_class.ListOffsetsTopic
@@ -165,9 +166,12 @@ def produce(client: Client, topic: str, partition: int | None, key: bytes | None
 
 def shown(data: bytes | None, form: str) -> str:
     """Bytes as the page shows them: ``text`` (UTF-8, else hexadecimal), ``json`` (indented where it parses)
-    or ``hex``."""
+    or ``hex``; past ``SHOWN_BYTES``, cut, saying how much more there is (a page of large values stays small)."""
     if data is None:
         return "null"
+    if len(data) > SHOWN_BYTES:
+        more = len(data) - SHOWN_BYTES
+        return shown(data[:SHOWN_BYTES], "hex" if form == "hex" else "text") + f" … ({more:,} bytes more)"
     if form == "hex":
         return data.hex(" ")
     try:
