@@ -212,12 +212,13 @@ class PlannedReset:
             _commit_offsets(client, self.group, self.topic, self.targets)
 
 
-def planned_reset(client: Client, group: str, topic: str, to: int, share: bool = False) -> PlannedReset:
+def planned_reset(client: Client, group: str, topic: str, to: int, as_share: bool = False) -> PlannedReset:
     """The new offsets of ``group`` on ``topic``: ``to`` an offset, or EARLIEST or LATEST (the console's and
-    the command's). Refused, as Kafka refuses it, for a group with members."""
+    the command's). Refused, as Kafka refuses it, for a group with members; ``as_share``: the group must be a
+    share group, or become one if it does not exist yet."""
     described = described_group(client, group)
-    share = described.share is not None or (share and described.state == DEAD)
-    if share is not (described.share is not None) and described.state != DEAD:
+    share = described.share is not None or (as_share and described.state == DEAD)
+    if as_share and not share:
         raise CommandFailed(f"Group '{group}' is not a share group.")
     if share:
         share_groups.refuse_reset(group, described.state)
