@@ -265,3 +265,88 @@ def test_a_share_group_shows_its_members_and_start_offsets_and_resets_from_the_p
                                                                  "execute": "1"})
     assert f"Reset offsets of group {name} on {name}." in page
     assert [row[3:] for row in rows(page, "offsets")] == [["7", "3"]]  # START-OFFSET, LAG
+
+
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_a_live_groups_members_and_their_assignments_are_shown(broker, protocol):
+    topic, group = make_topic(broker, partitions=2), f"live-{uuid.uuid4().hex[:6]}"
+    produce(broker, topic, 4)
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "group.protocol": protocol,
+                         "auto.offset.reset": "earliest", "client.id": "page-reader"})
+    try:
+        consumer.subscribe([topic])
+        deadline = time.monotonic() + 30
+        while not consumer.assignment() and time.monotonic() < deadline:
+            consumer.poll(0.2)
+        assert consumer.assignment()
+        status, page = broker.console().get(f"/groups/{group}")
+        assert f'State <strong>Stable</strong> · {protocol} group' in page
+        [member] = rows(page, "members")
+        assert member[1] == "page-reader" and member[3] == f"{topic}-0, {topic}-1"
+        printed = {row[6] for row in described_rows(broker, group)}  # CONSUMER-ID
+        assert printed == {member[0]}
+    finally:
+        consumer.close()
+
+
+def test_a_cluster_nodes_console_shows_every_node_and_the_groups_of_other_coordinators(tmp_path):
+    """Three combined nodes, the console of node 1: its overview names the three nodes and voters, a topic
+    led elsewhere shows its partitions and messages, and groups coordinated by any node show their lag."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from testkit.broker_process import free_port
+    from testkit.quorum_process import Quorum, find_coordinator
+
+    cluster = Quorum(tmp_path, combined=True)
+    port = free_port()
+    cluster.nodes[0].overrides += (f"metrics.port={port}",)
+    try:
+        cluster.start()
+        bootstrap = ",".join(node.bootstrap for node in cluster.nodes)
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic("spread", 3, 3)])["spread"].result(30)
+        producer = Producer({"bootstrap.servers": bootstrap})
+        for i in range(30):
+            producer.produce("spread", key=f"k{i}", value=b"v", partition=i % 3)
+        assert producer.flush(30) == 0
+        # a group coordinated by node 1 and one by another node (FindCoordinator must answer, after the first
+        # lookup creates __consumer_offsets)
+        by_coordinator: dict[bool, str] = {}
+        deadline = time.monotonic() + 30
+        for n in range(200):
+            coordinator = -1
+            while coordinator < 0 and time.monotonic() < deadline:
+                coordinator = find_coordinator(cluster, f"spread-{n}", 0)
+                if coordinator < 0:
+                    time.sleep(0.2)
+            by_coordinator.setdefault(coordinator == 1, f"spread-{n}")
+            if len(by_coordinator) == 2:
+                break
+        groups = sorted(by_coordinator.values())
+        assert len(groups) == 2
+        for group in groups:
+            consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                                 "enable.auto.commit": False})
+            consumer.subscribe(["spread"])
+            read, deadline = 0, time.monotonic() + 30
+            while read < 30 and time.monotonic() < deadline:
+                message = consumer.poll(0.5)
+                read += message is not None and not message.error()
+            consumer.commit(asynchronous=False)
+            consumer.close()
+        console = ConsoleClient(port)
+        status, page = console.get("/")
+        assert [row[0] for row in rows(page, "nodes")] == ["1 (this node)", "2", "3"]
+        assert [row[0] for row in rows(page, "voters")] == ["1", "2", "3"]
+        status, page = console.get("/topics/spread")
+        partitions = rows(page, "partitions")
+        assert [sorted(row[2].split(",")) for row in partitions] == [["1", "2", "3"]] * 3  # replicas
+        assert [row[5] for row in partitions] == ["10"] * 3  # high watermarks: node 1 has a replica of each
+        for partition in range(3):
+            status, page = console.get(f"/topics/spread/messages?partition={partition}")
+            assert len(rows(page, "messages")) == 10
+        for group in groups:
+            status, page = console.get(f"/groups/{group}")
+            assert [row[2:5] for row in rows(page, "offsets")] == [["10", "10", "0"]] * 3, group
+    finally:
+        cluster.close()
