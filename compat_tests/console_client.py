@@ -69,6 +69,14 @@ class ConsoleBroker(BrokerProcess):
     def console(self) -> ConsoleClient:
         return ConsoleClient(self.http_port)
 
+    def __enter__(self) -> "ConsoleBroker":
+        """Started; killed when the block ends."""
+        self.start()
+        return self
+
+    def __exit__(self, *exception) -> None:
+        self.kill()
+
 
 def rows(page: str, table_id: str) -> list[list[str]]:
     """The cells of a table of the page, as text."""
@@ -166,14 +174,10 @@ def registry_broker(directory):
     from confluent_kafka.serialization import MessageField, SerializationContext
 
     registry_port = free_port()
-    broker = ConsoleBroker(directory, f"schema.registry.listeners=http://127.0.0.1:{registry_port}")
-    broker.start()
-    try:
+    with ConsoleBroker(directory, f"schema.registry.listeners=http://127.0.0.1:{registry_port}") as broker:
         topic = make_topic(broker)
         registry = SchemaRegistryClient({"url": f"http://127.0.0.1:{registry_port}"})
         registry.register_schema(f"{topic}-value", Schema(json.dumps(ORDER_V1), "AVRO"))
         serializer = AvroSerializer(registry, json.dumps(ORDER_V2))
         yield broker, topic, lambda value: serializer(value, SerializationContext(topic, MessageField.VALUE))
-    finally:
-        broker.kill()
 

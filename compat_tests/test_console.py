@@ -24,12 +24,8 @@ from compat_tests.console_client import (ConsoleBroker, ConsoleClient, consume_a
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    process = ConsoleBroker(tmp_path_factory.mktemp("console"))
-    process.start()
-    try:
+    with ConsoleBroker(tmp_path_factory.mktemp("console")) as process:
         yield process
-    finally:
-        process.kill()
 
 
 def test_a_topic_written_by_a_client_shows_with_its_partitions(broker):
@@ -180,12 +176,8 @@ def test_bad_input_gets_one_line_and_the_console_goes_on(broker):
 
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory):
-    process = secured_broker(tmp_path_factory.mktemp("secured"))
-    process.start()
-    try:
+    with secured_broker(tmp_path_factory.mktemp("secured")) as process:
         yield process
-    finally:
-        process.kill()
 
 
 def test_a_broker_that_authenticates_asks_for_credentials(secured):

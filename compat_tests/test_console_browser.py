@@ -23,12 +23,8 @@ pytestmark = pytest.mark.timeout(180)
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    process = ConsoleBroker(tmp_path_factory.mktemp("browser"))
-    process.start()
-    try:
+    with ConsoleBroker(tmp_path_factory.mktemp("browser")) as process:
         yield process
-    finally:
-        process.kill()
 
 
 def cells(driver, table_id: str) -> list[list[str]]:
@@ -129,9 +125,7 @@ def test_a_message_produced_from_the_page_is_read_by_a_consumer(browser, broker)
 
 
 def test_a_refused_action_shows_the_authorizers_refusal(browser, tmp_path):
-    broker = secured_broker(tmp_path)
-    broker.start()
-    try:
+    with secured_broker(tmp_path) as broker:
         browser.get(f"http://127.0.0.1:{broker.http_port}/topics")
         wait_for(browser, "form#login")
         screenshot(browser, "sign-in")
@@ -143,8 +137,6 @@ def test_a_refused_action_shows_the_authorizers_refusal(browser, tmp_path):
         error = wait_for(browser, "#error").text
         assert error.startswith("Refused: TOPIC_AUTHORIZATION_FAILED on not-hers")
         screenshot(browser, "refused")
-    finally:
-        broker.kill()
 
 
 def test_schema_versions_compared_and_a_value_decoded_through_its_schema(browser, tmp_path):

@@ -195,7 +195,6 @@ class Broker:
         self.log_defaults = self.config.log_config()
         self.maintenance = LogMaintenance(self.logs, self.config, clock, offline=lambda: self.log_dir_offline is not None)
         self.metrics = None  # kbroker.metrics.BrokerMetrics, made by run() when metrics.port is set
-        self.metrics_port: int | None = None
         self.http_address: tuple[str, int] | None = None  # where the console and /metrics listen, once bound
         self.history = None  # kbroker.http.console.history.History, the console's charts, with the metrics
         self.schema_registry: tuple[str, int] | None = None  # where its registry is reached, once bound
@@ -535,7 +534,6 @@ class Broker:
             self.metrics = self.services.metrics = metrics.BrokerMetrics(self)
             self.history = History(self)  # sampled from the start: the console's charts show the minutes before it
             self.http_address = http_sockets[0].getsockname()[:2]
-            self.metrics_port = self.http_address[1]
         self.flusher = Flusher(self.metrics.fsync_seconds.observe if self.metrics is not None else None,
                                fails_if=injected_failure(self.settings.data_dir))
         self.logs.preparer = LogPreparer()

@@ -241,40 +241,37 @@ def _start_broker(arguments: argparse.Namespace, started_at: float) -> int:
 
 
 def _bind_schema_registry(config: BrokerConfig) -> tuple:
-    """The schema registry's listening sockets (none where it is off). The default address taken (by
-    another registry, another broker) is given up with a warning, so that a newcomer's ``kbroker``
-    starts; an address the user chose raises OSError naming it."""
+    """The schema registry's listening sockets (none where it is off)."""
     address = registry_address(config)
     if address is None:
         return ()
-    try:
-        return tuple(bind_listeners(*address))
-    except OSError as error:
-        shown = f"{address[0] or '*'}:{address[1]}"
-        if config.source("schema.registry.listeners").source is not Source.DEFAULT:
-            raise OSError(error.errno, error.strerror, shown) from None
-        logger.warning("no schema registry: cannot listen on %s (%s); schema.registry.listeners sets another "
-                       "address, or turns it off when empty", shown, error.strerror)
-        return ()
+    return _bind_as_told(config, "schema.registry.listeners", *address, "no schema registry",
+                         "schema.registry.listeners sets another address, or turns it off when empty")
 
 
 def _bind_http(config: BrokerConfig) -> tuple:
     """The console's, /metrics' and /ready's listening sockets (none where ``metrics.port`` is -1). A port
-    set by the user listens on every interface, and a taken one stops the start; the default listens on
-    the first listener's host (localhost unless told), and is given up with a warning when taken, so that
-    a newcomer's ``kbroker`` starts."""
+    set by the user listens on every interface; the default on the first listener's host (localhost
+    unless told)."""
     port = config.get("metrics.port")
     if port < 0:
         return ()
     chosen = config.source("metrics.port").source is not Source.DEFAULT
     host = "0.0.0.0" if chosen else (config.listener_endpoints[0].host or "0.0.0.0")
+    return _bind_as_told(config, "metrics.port", host, port, "no web console", "metrics.port sets another port")
+
+
+def _bind_as_told(config: BrokerConfig, setting: str, host: str, port: int, without: str, advice: str) -> tuple:
+    """Listening sockets on host:port for ``setting``. An address the user chose that is taken raises OSError
+    naming it; the default address taken (by another broker) is given up with a warning, so that a
+    newcomer's ``kbroker`` starts."""
     try:
         return tuple(bind_listeners(host, port))
     except OSError as error:
-        if chosen:
-            raise OSError(error.errno, error.strerror, f"{host}:{port}") from None
-        logger.warning("no web console: cannot listen on %s:%d (%s); metrics.port sets another port", host, port,
-                       error.strerror)
+        shown = f"{host or '*'}:{port}"
+        if config.source(setting).source is not Source.DEFAULT:
+            raise OSError(error.errno, error.strerror, shown) from None
+        logger.warning("%s: cannot listen on %s (%s); %s", without, shown, error.strerror, advice)
         return ()
 
 

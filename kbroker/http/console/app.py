@@ -81,27 +81,27 @@ class Console:
             Route("/groups/{group:path}", page(self.group)),
             Route("/schemas", page(self.schemas)), Route("/schemas/{subject:path}", page(self.subject)),
             Route("/api/rates", page(self.rates)), Route("/api/lag/{group:path}", page(self.lag)),
-            Route("/login", self.login_page), Route("/login", self.log_in, methods=["POST"]),
-            Route("/logout", self.log_out, methods=["POST"]),
+            Route("/login", self._serving(self.login_page)),
+            Route("/login", self._serving(self.log_in), methods=["POST"]),
+            Route("/logout", self._serving(self.log_out), methods=["POST"]),
             Route("/static/{name}", self.static),
         ]
 
     # -- sessions ----------------------------------------------------------------------------------------------
 
-    def _starting(self) -> Response | None:
-        """503 until every client listener is open: the console logs in on one."""
-        node = self.node
-        if all(listener.name in node.ports for listener in node.settings.listeners):
-            return None
-        return HTMLResponse(pages.layout("Starting", f"<p>{pages.e(node.readiness()[1])}: reload in a moment.</p>",
-                                         active="", principal=None), status_code=503)
+    def _serving(self, endpoint):
+        """A route answering 503 until every client listener is open: the console logs in on one."""
+        async def guarded(request: Request) -> Response:
+            node = self.node
+            if all(listener.name in node.ports for listener in node.settings.listeners):
+                return await endpoint(request)
+            return HTMLResponse(pages.layout("Starting", f"<p>{pages.e(node.readiness()[1])}: reload in a moment."
+                                             "</p>", active="", principal=None), status_code=503)
+        return guarded
 
     def _page(self, handler):
         """A reading route: its session found, or made for a broker that authenticates no one."""
         async def endpoint(request: Request) -> Response:
-            starting = self._starting()
-            if starting is not None:
-                return starting
             session, new = self._session(request)
             if session is None:
                 return RedirectResponse("/login?" + _query(next=request.url.path), status_code=303)
@@ -110,15 +110,12 @@ class Console:
             except Exception as failure:  # a bug or a torn answer: one line in the log and on the page
                 return _failed(request, failure)
             return _with_cookie(response, new)
-        return endpoint
+        return self._serving(endpoint)
 
     def _change(self, handler):
         """A changing route: a POST with the session's CSRF token, else 403."""
         async def endpoint(request: Request) -> Response:
             fields = await _form(request)
-            starting = self._starting()
-            if starting is not None:
-                return starting
             token = request.cookies.get(COOKIE)
             session = self.sessions.find(token)
             if session is None or not csrf_matches(session, fields.get("csrf")):
@@ -129,7 +126,7 @@ class Console:
                 return await handler(request, session, Viewer(session.principal, _host(request)), fields)
             except Exception as failure:
                 return _failed(request, failure)
-        return endpoint
+        return self._serving(endpoint)
 
     def _session(self, request: Request) -> tuple[Session | None, str | None]:
         sessions = self.sessions
@@ -147,9 +144,6 @@ class Console:
                             status_code=status)
 
     async def login_page(self, request: Request) -> Response:
-        starting = self._starting()
-        if starting is not None:
-            return starting
         listener = self.sessions.listener
         if not listener.needs_login:
             return RedirectResponse("/", status_code=303)
@@ -162,9 +156,6 @@ class Console:
 
     async def log_in(self, request: Request) -> Response:
         fields = await _form(request)
-        starting = self._starting()
-        if starting is not None:
-            return starting
         expected = request.cookies.get(_LOGIN_COOKIE)
         then = _safe_next(request.query_params.get("next"))
         if not expected or not secrets.compare_digest(expected, fields.get("csrf", "")):
@@ -182,8 +173,6 @@ class Console:
 
     async def log_out(self, request: Request) -> Response:
         fields = await _form(request)
-        if self._starting() is not None:
-            return RedirectResponse("/login", status_code=303)
         session = self.sessions.find(request.cookies.get(COOKIE))
         if session is not None and csrf_matches(session, fields.get("csrf")):
             self.sessions.close(request.cookies.get(COOKIE))
