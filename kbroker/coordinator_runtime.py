@@ -46,6 +46,7 @@ from kbroker.log.clock import SYSTEM_CLOCK, Clock
 from kbroker.topics import TopicError, TopicRequest, plan_topic
 from kbroker.log.producer_state import read_txn_marker
 from kbroker.log.append_origin import AppendOrigin
+from kbroker.log.deposed import NotLeaderForEpoch
 from kbroker.wire import DecodeError
 from kbroker.wire.errors import ErrorCode
 from kbroker.wire.records import ControlRecordType, Record, build_batch, decode_records, iter_batches
@@ -93,7 +94,8 @@ class _LeadershipLost(Exception):
 class _Write:
     """One ``Persist`` on its way: appended (or refused), then durable or failed."""
 
-    __slots__ = ("key", "persist", "previous", "partition", "last_offset", "error", "decided", "settled")
+    __slots__ = ("key", "persist", "previous", "partition", "last_offset", "leader_epoch", "error", "decided",
+                 "settled")
 
     def __init__(self, key: str, persist: Persist, previous: _Write | None) -> None:
         self.key = key
@@ -101,6 +103,7 @@ class _Write:
         self.previous = previous  # the Persist before it in the same list of effects
         self.partition = None  # where its batch went (None: nothing to append)
         self.last_offset = -1
+        self.leader_epoch = -1  # the epoch the records were appended in, as leader
         self.error: BaseException | None = None
         self.decided = False  # its fate is known
         self.settled = trio.Event()  # the core was told
@@ -365,7 +368,8 @@ class CoordinatorRuntime:
                 logger.error("%s-%d: records of %r not written: %s", self.topic, index, key, error)
                 write.error = error
             else:
-                write.partition, write.last_offset = partition, appended.last_offset
+                write.partition, write.last_offset, write.leader_epoch = partition, appended.last_offset, \
+                    appended.leader_epoch
         self._writes.setdefault(index, deque()).append(write)
         self._nursery.start_soon(self._watch, index, write, self._lost.setdefault(index, trio.Event()))
         return write
@@ -386,7 +390,10 @@ class CoordinatorRuntime:
 
     async def _committed(self, write: _Write, race: trio.CancelScope) -> None:
         try:
-            await write.partition.wait_committed(write.last_offset)
+            await write.partition.wait_committed(write.last_offset, write.leader_epoch)
+        except NotLeaderForEpoch as error:  # deposed before the records were committed: they may be gone
+            logger.info("%s: records of %r not committed: %s", self.topic, write.key, error)
+            write.error = error
         except OSError as error:
             logger.error("%s: records of %r not made durable: %s", self.topic, write.key, error)
             write.error = error

@@ -83,6 +83,7 @@ class AppendResult:
     batch_count: int
     duplicate: bool = False  # a retried batch already in the log; offsets are the original ones
     flush_messages_reached: bool = False  # flush.messages unflushed messages: the caller should fsync now
+    leader_epoch: int = -1  # the epoch a leader appended under (what its wait for replication checks); -1: none
 
 
 class WriteBeforeFsyncFailed(OSError):
@@ -387,7 +388,9 @@ class Log:
         if origin.checks_producer_state:
             duplicate = self._check_producer_state(view, batches, origin)
             if duplicate is not None:
-                return AppendResult(duplicate.first_offset, duplicate.last_offset, -1, duplicate.timestamp, duplicate.last_offset, 1, duplicate=True)
+                return AppendResult(duplicate.first_offset, duplicate.last_offset, -1, duplicate.timestamp,
+                                    duplicate.last_offset, 1, duplicate=True,
+                                    leader_epoch=-1 if leader_epoch is None else leader_epoch)
         applied = []  # (header, first offset, last offset, position) per batch, for the producer state
         next_offset = self.log_end_offset
         first_offset = None
@@ -435,7 +438,7 @@ class Log:
         # Kafka's UnifiedLog.append flushes here; the fsync is the caller's to run off its thread.
         reached = self.unflushed_messages >= self.config.flush_messages
         return AppendResult(first_offset, last_offset, append_time, max_timestamp, offset_of_max, batch_count,
-                            flush_messages_reached=reached)
+                            flush_messages_reached=reached, leader_epoch=-1 if leader_epoch is None else leader_epoch)
 
     def _check_producer_state(self, view, batches, origin: AppendOrigin) -> DuplicateBatch | None:
         for position, header in batches:

@@ -27,7 +27,8 @@ from kbroker.txn.verification import add_to_transaction, ask_remote_coordinator,
 from kbroker.log.append_origin import AppendOrigin
 from kbroker.log.descriptor_cache import out_of_descriptors
 from kbroker.log.offline import LogDirOffline, out_of_space
-from kbroker.log.partition_log import ProducerStateError, WriteBeforeFsyncFailed
+from kbroker.log.partition_log import AppendResult, ProducerStateError, WriteBeforeFsyncFailed
+from kbroker.log.deposed import NotLeaderForEpoch
 from kbroker.log.validator import BatchRefused, ProducedBatches, read_produced, validate_produce
 from kbroker.schemas.validation import check_batch, validates
 from kbroker.wire import DecodeError
@@ -69,10 +70,10 @@ async def handle(broker: HandlerNode, context, request):
             if validates(partition.log.config):  # the schemas registered so far, to check the records against
                 await broker.schemas().catch_up_if_held()
             remote = await _join_transaction(broker, request.transactional_id, partition, produced, version)
-            last_offset = _append(broker, request.transactional_id, partition, produced, result, version, remote)
-            if last_offset is not None:
-                partition.start_flush(last_offset)  # acks 0 and 1 do not wait for it; consumers do
-                durable_waits.append((guard.topic, partition, last_offset, result))
+            appended = _append(broker, request.transactional_id, partition, produced, result, version, remote)
+            if appended is not None:
+                partition.start_flush(appended.last_offset)  # acks 0 and 1 do not wait for it; consumers do
+                durable_waits.append((guard.topic, partition, appended, result))
         topics.append(TopicResult(name=topic_data.name, partition_responses=partitions))
 
     produced = sum(len(data.records or b"") for topic_data in request.topic_data for data in topic_data.partition_data)
@@ -84,9 +85,11 @@ async def handle(broker: HandlerNode, context, request):
 
         async def committed():
             with trio.move_on_after(timeout_s):
-                for _, partition, last_offset, result in durable_waits:  # their fsyncs are all under way already
+                for _, partition, appended, result in durable_waits:  # their fsyncs are all under way already
                     try:
-                        await partition.wait_committed(last_offset)
+                        await partition.wait_committed(appended.last_offset, appended.leader_epoch)
+                    except NotLeaderForEpoch:
+                        pass  # answered below
                     except OSError as error:
                         if not (out_of_descriptors(error)
                                 or isinstance(error, (LogDirOffline, WriteBeforeFsyncFailed))):
@@ -94,20 +97,38 @@ async def handle(broker: HandlerNode, context, request):
                         # the fsync could not open its files, or write what comes first (a full disk: tried
                         # again by the next flush), or failed: the log directory is offline
                         result.error_code = ErrorCode.KAFKA_STORAGE_ERROR
-            for topic, partition, last_offset, result in durable_waits:
+            moved = []  # the writes whose leader was deposed before they were committed
+            for topic, partition, appended, result in durable_waits:
                 if result.error_code == ErrorCode.KAFKA_STORAGE_ERROR:
                     continue
-                if partition.high_watermark <= last_offset:
+                try:
+                    done = partition.committed_under(appended.last_offset, appended.leader_epoch)
+                except NotLeaderForEpoch:  # the new leader may not have it: as Kafka's DelayedProduce answers
+                    result.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                    moved.append((partition.topic, partition.index, result))
+                    continue
+                if not done:
                     result.error_code = ErrorCode.REQUEST_TIMED_OUT  # written here, not (yet) on the whole ISR
                 elif len(partition.isr) < broker.min_insync_replicas(topic):
                     result.error_code = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+            if moved:  # where the partitions went (KIP-951), as the image says now
+                _hint_new_leaders(broker, context, response, moved, leaders)
 
         return handlers.Deferred(response, committed)
-    flushing = [(partition, last_offset, result) for _, partition, last_offset, result in durable_waits
-                if partition.flush_policy_waits(last_offset)]
+    flushing = [(partition, appended.last_offset, result) for _, partition, appended, result in durable_waits
+                if partition.flush_policy_waits(appended.last_offset)]
     if request.acks == 1 and flushing:
         return handlers.Deferred(response, lambda: _wait_flushed(flushing))
     return None if request.acks == 0 else response
+
+
+def _hint_new_leaders(broker: HandlerNode, context, response, moved: list, leaders: set[int]) -> None:
+    for topic_name, index, result in moved:
+        topic = broker.image.topics.get(topic_name)
+        if topic is not None and index < len(topic.partitions):
+            hint_leader(topic, index, result, leaders)
+    if leaders:
+        response.node_endpoints = node_endpoints(broker.image, leaders, ProduceResponse, context.listener)
 
 
 async def _wait_flushed(flushing) -> None:
@@ -157,8 +178,8 @@ async def _join_transaction(broker: HandlerNode, transactional_id: str | None, p
 
 
 def _append(broker: HandlerNode, transactional_id: str | None, partition, produced: ProducedBatches, result,
-            version: int, remote=None) -> int | None:
-    """Append one partition's batch; the last offset written, or None with the error set in ``result``."""
+            version: int, remote=None) -> AppendResult | None:
+    """Append one partition's batch; what was written, or None with the error set in ``result``."""
     log = partition.log
     try:
         validated = validate_produce(produced, log.config, partition.topic, partition.index, version,
@@ -205,7 +226,7 @@ def _append(broker: HandlerNode, transactional_id: str | None, partition, produc
     result.log_start_offset = log.log_start_offset
     if broker.metrics is not None:
         broker.metrics.produced(partition.topic, len(validated.buffer), header.record_count)
-    return appended.last_offset
+    return appended
 
 
 def _refuse(result, refusal: BatchRefused) -> None:

@@ -27,6 +27,14 @@ offline (kbroker/broker.py). Only a restart, which recovers the log from what is
 A flush whose fsync never ran is not such a failure: its file could not be opened (no descriptor left) or
 is gone (the partition was deleted meanwhile). The pages are still dirty in the cache; the waiters of that
 flush get the error, and the next flush is a first fsync of them, not a retry.
+
+A write waits for replication under the leader epoch it was appended in (issue 44). A leader cut off from
+its followers goes on taking writes it cannot commit; meanwhile another replica is elected and takes
+writes of its own. When the old leader learns of it, it truncates its log to the new leader's and follows
+the new leader's high watermark past offsets whose records it threw away. So a write is committed only if
+the high watermark passed it while this replica still led in that epoch; once the replica stops leading or
+its epoch changes, every write still waiting fails at once with NotLeaderForEpoch (kbroker/log/deposed.py),
+as Kafka completes its delayed produces with NOT_LEADER_OR_FOLLOWER when leadership moves.
 """
 
 from __future__ import annotations
@@ -38,6 +46,7 @@ import trio
 
 from kbroker.replication.flusher import Flusher
 from kbroker.log.append_origin import AppendOrigin
+from kbroker.log.deposed import NotLeaderForEpoch
 from kbroker.log.free_space import FreeSpace
 from kbroker.log.offline import LogDirOffline
 from kbroker.log.clock import SYSTEM_CLOCK, Clock
@@ -46,6 +55,11 @@ from kbroker.log.validator import ValidatedBatches
 
 # A flush failing with one of these never reached fsync (an open failed): see the module's docstring.
 FSYNC_NOT_RUN = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOENT})
+# How many of its latest leaderships a replica remembers the high watermark of, for the writes woken by a
+# high watermark that passed them whose answer comes after the next leadership change (one is enough in
+# practice: waiters run within a scheduler round of the wake).
+_LEADERSHIPS_KEPT = 4
+
 
 
 class Watchers:
@@ -108,6 +122,7 @@ class Partition:
         self.caught_up_ms: dict[int, int] = {}  # leader: when each follower last had everything the leader had
         self._last_fetch: dict[int, tuple[int, int]] = {}  # leader: (time, log end) at each follower's last fetch
         self.pending_isr: tuple[int, ...] | None = None  # leader: an ISR change sent to the controller
+        self._led: dict[int, int] = {}  # leader epoch -> the high watermark reached while leading in it
         if self.is_leader:
             self._start_leading()
 
@@ -169,6 +184,10 @@ class Partition:
             committed = min([durable, *others])
             if committed > self._high_watermark:
                 self._high_watermark = committed
+        if self.is_leader:
+            self._led[self.leader_epoch] = self.high_watermark
+            if len(self._led) > _LEADERSHIPS_KEPT:
+                del self._led[min(self._led)]
         advanced, self._advanced = self._advanced, trio.Event()
         advanced.set()
         self.advance_watchers.fire()
@@ -288,13 +307,29 @@ class Partition:
         if self.offline is not None:
             raise self.offline
 
-    async def wait_committed(self, offset: int) -> None:
-        """Return once everything up to ``offset`` is committed: fsynced here and held by the whole ISR.
-        The caller bounds the wait (a follower may stop fetching; then the ISR shrinks first)."""
-        await self.wait_durable(offset)
-        while self.high_watermark <= offset:
-            await self._advanced.wait()
+    async def wait_committed(self, offset: int, leader_epoch: int) -> None:
+        """Return once everything up to ``offset``, appended as leader in ``leader_epoch`` (the append's
+        ``AppendResult.leader_epoch``), is committed: fsynced here and held by the whole ISR of that
+        leadership. :class:`NotLeaderForEpoch` at once when this replica stops leading in that epoch first
+        (see the module's docstring); :class:`LogDirOffline` or the flush's error when it cannot be made
+        durable. The caller bounds the wait (a follower may stop fetching; then the ISR shrinks first)."""
+        self.start_flush(offset)
+        while not self.committed_under(offset, leader_epoch):
             self._check_online()
+            if self.log.recovery_point <= offset and self._flushing is None:  # the last flush did not reach it
+                if self._flush_error is not None:
+                    raise self._flush_error
+                self._begin_flush()
+            await self._advanced.wait()  # set by every flush, follower fetch and leadership change
+
+    def committed_under(self, offset: int, leader_epoch: int) -> bool:
+        """Whether ``offset``, appended as leader in ``leader_epoch``, is committed in that leadership;
+        NotLeaderForEpoch when the leadership ended first."""
+        if self.is_leader and self.leader_epoch == leader_epoch:
+            return self.high_watermark > offset
+        if self._led.get(leader_epoch, -1) > offset:
+            return True  # committed while it led; the waiter runs only after the change
+        raise NotLeaderForEpoch(self.topic, self.index, offset, leader_epoch)
 
     def _begin_flush(self) -> None:
         self._flushing = trio.Event()

@@ -21,6 +21,7 @@ import logging
 import trio
 
 from kbroker.log.append_origin import AppendOrigin
+from kbroker.log.deposed import NotLeaderForEpoch
 from kbroker.schemas import records
 from kbroker.schemas.registry import Registry, RegistryError
 from kbroker.topics import TopicRequest
@@ -133,15 +134,17 @@ class SchemaStore:
             try:
                 with trio.fail_after(_COMMIT_TIMEOUT_S):
                     if copy.log.log_end_offset:  # an earlier leader's records count before anything is decided
-                        await copy.wait_committed(copy.log.log_end_offset - 1)
+                        await copy.wait_committed(copy.log.log_end_offset - 1, copy.leader_epoch)
                     registry = await self.catch_up()
                     answer, written = decide(registry)
                     if written:
                         batch = build_batch([Record(offset_delta=i, key=key, value=value)
                                              for i, (key, value) in enumerate(written)])
                         appended = copy.append(bytearray(batch), origin=AppendOrigin.COORDINATOR)
-                        await copy.wait_committed(appended.last_offset)
+                        await copy.wait_committed(appended.last_offset, appended.leader_epoch)
                         await self.catch_up()
+            except NotLeaderForEpoch:  # deposed meanwhile: nothing was answered, the new writer decides
+                raise NotWriter(self.leader()) from None
             except trio.TooSlowError:
                 raise RegistryError(TIMED_OUT, "Write to the Kafka store timed out while waiting for the "
                                     "records to be committed") from None

@@ -12,6 +12,7 @@ or to drop them. A marker's timestamp is the wall time of the clock of the parti
 from __future__ import annotations
 
 from kbroker.log.append_origin import AppendOrigin
+from kbroker.log.deposed import NotLeaderForEpoch
 from kbroker.log.partition_log import ProducerStateError
 from kbroker.wire.errors import ErrorCode
 from kbroker.wire.records import ControlRecordType, build_control_batch
@@ -43,12 +44,14 @@ async def write_markers(broker, producer_id: int, producer_epoch: int, commit: b
             errors[(topic, index)] = error.error_code
             continue
         partition.start_flush(result.last_offset)
-        appended.append(((topic, index), partition, result.last_offset))
+        appended.append(((topic, index), partition, result))
         if topic == OFFSETS_TOPIC:
             broker.groups.transaction_ended(index, producer_id, commit)
-    for key, partition, last_offset in appended:
+    for key, partition, result in appended:
         try:
-            await partition.wait_committed(last_offset)
+            await partition.wait_committed(result.last_offset, result.leader_epoch)
+        except NotLeaderForEpoch:  # deposed before the marker was committed: written again at the new leader
+            errors[key] = ErrorCode.NOT_LEADER_OR_FOLLOWER
         except OSError:
             errors[key] = ErrorCode.KAFKA_STORAGE_ERROR
         else:

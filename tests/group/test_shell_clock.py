@@ -36,9 +36,9 @@ class MemoryPartition:
 
     def append(self, batch, **_origin):
         self.batches.append(bytes(batch))
-        return SimpleNamespace(last_offset=len(self.batches) - 1)
+        return SimpleNamespace(last_offset=len(self.batches) - 1, leader_epoch=0)
 
-    async def wait_committed(self, offset: int) -> None:
+    async def wait_committed(self, offset: int, leader_epoch: int) -> None:
         return None
 
 

@@ -3,11 +3,13 @@ rule, and what the partition reads from its clock (a FakeClock here: no sleeps, 
 
 import pytest
 import trio
+import trio.testing
 
 from kbroker.log.clock import FakeClock
 from kbroker.replication.flusher import Flusher
 from kbroker.replication.replica import Partition
 from kbroker.log.config import LogConfig
+from kbroker.log.deposed import NotLeaderForEpoch
 from kbroker.log.partition_log import Log
 from kbroker.wire.records import LOG_APPEND_TIME, Record, build_batch, iter_batches
 
@@ -41,7 +43,7 @@ async def test_the_high_watermark_waits_for_every_in_sync_follower(tmp_path):
     partition.update(1, 0, (1, 2, 3), (1, 2))  # 3 left the ISR
     assert partition.high_watermark == 5
     with trio.fail_after(10):
-        await partition.wait_committed(last)
+        await partition.wait_committed(last, 0)
     flusher.stop()
 
 
@@ -112,4 +114,79 @@ async def test_segment_ms_rolls_the_log_by_the_partitions_wall_clock(tmp_path):
     clock.advance(60_000)
     partition.append_replicated(bytearray(build_batch([Record(value=b"v")], base_offset=3)))
     assert [segment.base_offset for segment in partition.log.segments] == [0, 2, 3]
+    flusher.stop()
+
+
+async def test_a_deposed_leaders_waiting_writes_fail_at_once_and_never_succeed_later(tmp_path):
+    """Issue 44: the leader is cut off, another replica leads, and this one truncates to it and follows its
+    high watermark past the offsets it threw away: the writes that waited are answered NOT_LEADER, never OK."""
+    flusher = Flusher()
+    partition = leader_of_three(tmp_path, flusher)
+    with trio.fail_after(10):
+        await partition.wait_durable(append(partition, 2))
+    partition.follower_fetched(2, 2)
+    partition.follower_fetched(3, 2)
+    assert partition.high_watermark == 2
+    appended = partition.append(bytearray(build_batch([Record(value=b"lost")])))
+    assert (appended.last_offset, appended.leader_epoch) == (2, 0)
+    outcome = []
+
+    async def produce():
+        try:
+            await partition.wait_committed(appended.last_offset, appended.leader_epoch)
+            outcome.append("committed")
+        except NotLeaderForEpoch as error:
+            outcome.append(error)
+
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(produce)
+            await partition.wait_durable(appended.last_offset)
+            await trio.testing.wait_all_tasks_blocked()
+            assert outcome == []  # durable here, not on the ISR
+            partition.update(2, 1, (1, 2, 3), (2, 3))  # replica 2 leads in epoch 1
+        assert len(outcome) == 1 and isinstance(outcome[0], NotLeaderForEpoch)
+    partition.log.truncate_to(2)  # the new leader's log, which took other writes at 2 and on
+    partition.truncated()
+    partition.append_replicated(bytearray(build_batch([Record(value=b"other")], base_offset=2, partition_leader_epoch=1)))
+    partition.follow_high_watermark(3)
+    assert partition.high_watermark == 3
+    with pytest.raises(NotLeaderForEpoch):
+        partition.committed_under(appended.last_offset, appended.leader_epoch)
+    with pytest.raises(NotLeaderForEpoch):  # a wait that starts late fails too
+        await partition.wait_committed(appended.last_offset, appended.leader_epoch)
+    flusher.stop()
+
+
+async def test_a_new_epoch_on_the_same_leader_ends_the_waits_of_the_old_one(tmp_path):
+    flusher = Flusher()
+    partition = leader_of_three(tmp_path, flusher)
+    appended = partition.append(bytearray(build_batch([Record(value=b"v")])))
+    partition.update(1, 1, (1, 2, 3), (1, 2, 3))  # led again, in a new epoch: the log may have been cut meanwhile
+    with trio.fail_after(10), pytest.raises(NotLeaderForEpoch):
+        await partition.wait_committed(appended.last_offset, appended.leader_epoch)
+    later = partition.append(bytearray(build_batch([Record(value=b"w")])))
+    assert later.leader_epoch == 1
+    with trio.fail_after(10):
+        await partition.wait_durable(later.last_offset)
+    partition.follower_fetched(2, 2)
+    partition.follower_fetched(3, 2)
+    with trio.fail_after(10):
+        await partition.wait_committed(later.last_offset, later.leader_epoch)
+    flusher.stop()
+
+
+async def test_a_write_committed_before_the_leader_moved_is_still_a_success(tmp_path):
+    """The high watermark passed the write while this replica led; its waiter runs after the change."""
+    flusher = Flusher()
+    partition = leader_of_three(tmp_path, flusher)
+    appended = partition.append(bytearray(build_batch([Record(value=b"v")])))
+    with trio.fail_after(10):
+        await partition.wait_durable(appended.last_offset)
+    partition.follower_fetched(2, 1)
+    partition.follower_fetched(3, 1)
+    partition.update(2, 1, (1, 2, 3), (1, 2, 3))
+    assert partition.committed_under(appended.last_offset, appended.leader_epoch)
+    with trio.fail_after(10):
+        await partition.wait_committed(appended.last_offset, appended.leader_epoch)
     flusher.stop()
