@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from kbroker.log.partition_log import Log
+
 
 @dataclass
 class Verdict:
@@ -56,3 +58,17 @@ def check(acknowledged, read, replicas: dict | None = None) -> Verdict:
         if len(distinct) > 1:
             verdict.diverged.append((partition, {broker: len(data) for broker, data in copies.items()}))
     return verdict
+
+
+def replica_logs(nodes, topic: str, partitions: int) -> dict:
+    """Per partition, per node: the bytes of every batch in the replica's log, read from the stopped
+    ``nodes``' data directories (``node.data_dir``), for ``check``'s ``replicas``."""
+    copies: dict = {}
+    for node in nodes:
+        for partition in range(partitions):
+            log = Log.open(str(node.data_dir / f"{topic}-{partition}"))
+            try:
+                copies.setdefault(partition, {})[node.node_id] = log.read_bytes(0, 1 << 30, min_one_batch=True)
+            finally:
+                log.close()
+    return copies

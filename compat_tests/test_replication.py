@@ -27,8 +27,7 @@ from kafka.admin import NewTopic as KafkaNewTopic
 
 from testkit import raw_client
 from testkit.quorum_process import Quorum, read_to_end, until
-from compat_tests.replication_checker import check
-from kbroker.log.partition_log import Log
+from compat_tests.replication_checker import check, replica_logs
 from kbroker.wire.errors import ErrorCode
 from kbroker.wire.records import Record, build_batch
 from kbroker.wire.schema import API_BY_NAME
@@ -105,26 +104,13 @@ def read_back(bootstrap: str) -> list[tuple[int, int, str]]:
         consumer.close()
 
 
-def replica_logs(cluster: Quorum) -> dict:
-    """Per partition, per broker: the bytes of every batch in the replica's log (brokers stopped)."""
-    copies: dict = {}
-    for node in cluster.nodes:
-        for partition in range(PARTITIONS):
-            log = Log.open(str(node.data_dir / f"{TOPIC}-{partition}"))
-            try:
-                copies.setdefault(partition, {})[node.node_id] = log.read_bytes(0, 1 << 30, min_one_batch=True)
-            finally:
-                log.close()
-    return copies
-
-
 def stop_and_check(cluster: Quorum, writer: Writer):
     """The checker's verdict on what ``writer`` was told, what a consumer reads back from the cluster and
     every replica's log, read once the nodes are stopped."""
     read = read_back(",".join(node.bootstrap for node in cluster.nodes))
     for node in cluster.nodes:
         node.stop()
-    return check(writer.acknowledged, read, replica_logs(cluster))
+    return check(writer.acknowledged, read, replica_logs(cluster.nodes, TOPIC, PARTITIONS))
 
 
 def kill_and_restart(cluster: Quorum, victim) -> None:

@@ -32,8 +32,12 @@ class QuorumNode(BrokerProcess):
     over) as for a lone broker."""
 
     def __init__(self, node_id: int, directory: Path, controller_port: int | None, client_port: int | None,
-                 overrides: tuple[str, ...]) -> None:
+                 overrides: tuple[str, ...], *, host: str = "127.0.0.1", spawn=subprocess.Popen) -> None:
+        """``host``: the address its listeners bind; ``spawn``: how its process starts (``subprocess.Popen``,
+        or a network namespace's, testkit/netns.py)."""
         self.node_id = node_id
+        self.host = host
+        self.spawn = spawn
         self.directory = directory
         self.data_dir = directory / "data"
         self.log_path = directory / "kbroker.log"
@@ -45,7 +49,7 @@ class QuorumNode(BrokerProcess):
 
     @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.reachable_port('broker')}"
+        return f"{self.host}:{self.reachable_port('broker')}"
 
     def reachable_port(self, role: str) -> int:
         """The port others reach this node's broker or controller listener on (its proxy, if proxied)."""
@@ -68,8 +72,8 @@ class QuorumNode(BrokerProcess):
     def launch(self, voters: str) -> None:
         """Start the process without waiting: a broker of a quorum serves once the quorum has unfenced it,
         so the nodes of a cluster start together."""
-        listeners = [f"PLAINTEXT://127.0.0.1:{self.client_port}"] if self.client_port is not None else []
-        listeners += [f"CONTROLLER://127.0.0.1:{self.controller_port}"] if self.controller_port is not None else []
+        listeners = [f"PLAINTEXT://{self.host}:{self.client_port}"] if self.client_port is not None else []
+        listeners += [f"CONTROLLER://{self.host}:{self.controller_port}"] if self.controller_port is not None else []
         roles = ",".join(role for role, port in (("broker", self.client_port), ("controller", self.controller_port))
                          if port is not None)
         advertised = [f"advertised.listeners=PLAINTEXT://127.0.0.1:{self.proxies['broker'].port}"] \
@@ -81,8 +85,8 @@ class QuorumNode(BrokerProcess):
         self.directory.mkdir(parents=True, exist_ok=True)
         self._log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
         with open(self.log_path, "a") as log:
-            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, text=True,
-                                            env=_without_settings(os.environ))
+            self.process = self.spawn(command, stdout=log, stderr=subprocess.STDOUT, text=True,
+                                      env=_without_settings(os.environ))
 
     def wait_ready(self, timeout_s: float = 30) -> None:
         deadline = time.monotonic() + timeout_s
@@ -106,7 +110,7 @@ class QuorumNode(BrokerProcess):
 
     def call(self, api_name: str, version: int, body, timeout_s: float = 5):
         """A request to this node's controller listener."""
-        return raw_client.call(self.controller_port, api_name, version, body, timeout_s=timeout_s)
+        return raw_client.call(self.controller_port, api_name, version, body, timeout_s=timeout_s, host=self.host)
 
 
 class Quorum:
