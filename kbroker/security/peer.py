@@ -17,6 +17,8 @@ so callers retry it as they retry any other.
 
 from __future__ import annotations
 
+import errno
+import socket
 import ssl
 from dataclasses import dataclass
 
@@ -31,6 +33,14 @@ from kbroker.wire.frame import decode_response, encode_request, read_frame
 from kbroker.wire.schema import API_BY_NAME
 
 _SETUP_TIMEOUT_S = 10.0  # TLS handshake and SASL exchange together
+# A link between nodes that carries nothing back is dead well before TCP's own limits say so (its
+# retransmissions back off for minutes; a connection waiting for an answer sends nothing at all).
+# Each of these bounds how long a node keeps trusting a link the network has silently dropped, and so
+# how long after a partition heals it still waits on one (issue 44): a connect, a segment left
+# unacknowledged (TCP_USER_TIMEOUT), an idle connection whose peer stops answering keepalive probes.
+_CONNECT_TIMEOUT_S = 3.0
+_UNACKNOWLEDGED_MS_MAX = 5000
+_KEEPALIVE_IDLE_S, _KEEPALIVE_INTERVAL_S, _KEEPALIVE_PROBES = 2, 1, 3
 
 
 class PeerUnreachable(ConnectionError):
@@ -85,7 +95,12 @@ class PeerSecurity:
     async def connect(self, host: str, port: int, client_id: str = "kbroker") -> trio.abc.Stream:
         """A connection to (host, port), secured and authenticated as the listener wants.
         Raises OSError (PeerUnreachable when connected but refused)."""
-        stream = await trio.open_tcp_stream(host, port)
+        stream = None
+        with trio.move_on_after(_CONNECT_TIMEOUT_S):
+            stream = await trio.open_tcp_stream(host, port)
+            _give_up_on_silence(stream.socket)
+        if stream is None:
+            raise TimeoutError(errno.ETIMEDOUT, f"connecting to {host}:{port} took over {_CONNECT_TIMEOUT_S} s")
         if self.ssl_context is None and self.mechanism is None:
             return stream
         try:
@@ -120,3 +135,12 @@ class PeerSecurity:
 
 def _error(config: BrokerConfig, name: str, message: str) -> ConfigError:
     return ConfigError(message, name, None, config.source(name))
+
+
+def _give_up_on_silence(sock) -> None:
+    """A connection to another node fails once its peer has gone silent (see _UNACKNOWLEDGED_MS_MAX)."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, _KEEPALIVE_IDLE_S)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL, _KEEPALIVE_INTERVAL_S)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT, _KEEPALIVE_PROBES)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, _UNACKNOWLEDGED_MS_MAX)
