@@ -292,3 +292,13 @@ def test_find_coordinator_errors(broker):
     request = API_BY_NAME["FindCoordinator"].request_class
     assert call(broker.port, "FindCoordinator", 3, request(key_type=7, key="x")).error_code == ErrorCode.INVALID_REQUEST
     assert call(broker.port, "FindCoordinator", 2, request(key="")).error_code == ErrorCode.INVALID_REQUEST
+
+
+@pytest.mark.parametrize("version", [2, 4, 5, 7])
+def test_a_created_topic_has_a_null_error_message_as_kafka_sends(broker, version):
+    """Null, not "": CreateTopics' error_message when there is no error (Kafka's ApiError.NONE)."""
+    request = API_BY_NAME["CreateTopics"].request_class
+    name = f"null-message-v{version}-{uuid.uuid4().hex[:6]}"
+    answer = call(broker.port, "CreateTopics", version, request(timeout_ms=5000, topics=[
+        request.CreatableTopic(name=name, num_partitions=1, replication_factor=1)]))
+    assert (answer.topics[0].error_code, answer.topics[0].error_message) == (ErrorCode.NONE, None)

@@ -320,3 +320,34 @@ def test_transaction_version_2_writes_add_their_partitions_themselves(broker):
     assert sorted(t.topic for t in state.topics) == ["__consumer_offsets", TOPIC]
     answer = end(broker.port, tid, producer, commit=True, version=5)
     assert (answer.error_code, answer.producer_epoch) == (ErrorCode.NONE, producer[1] + 1)
+
+
+@pytest.mark.parametrize("version", [0, 1, 2, 3])
+def test_a_fenced_producer_is_told_in_the_code_its_request_version_knows(broker, version):
+    """KIP-588: PRODUCER_FENCED (90) to versions that know it, INVALID_PRODUCER_EPOCH (47) to older ones, per
+    API as Kafka's KafkaApis: InitProducerId below v4, AddPartitionsToTxn, AddOffsetsToTxn and EndTxn below v2."""
+    AddOffsetsToTxn = API_BY_NAME["AddOffsetsToTxn"].request_class
+    tid = unique(f"fenced-v{version}")
+    old = begin(broker.port, tid)
+    current = init(broker.port, tid)  # a new producer of the same id fences the first (and aborts its transaction)
+    while current.error_code == ErrorCode.CONCURRENT_TRANSACTIONS:
+        current = init(broker.port, tid)
+    assert current.error_code == ErrorCode.NONE and current.producer_epoch > old[1]
+    stale = (current.producer_id, old[1])
+
+    def told(api: str) -> int:
+        return ErrorCode.PRODUCER_FENCED if version >= {"InitProducerId": 4}.get(api, 2) else \
+            ErrorCode.INVALID_PRODUCER_EPOCH
+
+    assert add(broker.port, tid, stale, {TOPIC: [1]}, version=version) == {(TOPIC, 1): told("AddPartitionsToTxn")}
+    assert call(broker.port, "AddOffsetsToTxn", version, AddOffsetsToTxn(
+        transactional_id=tid, producer_id=stale[0], producer_epoch=stale[1],
+        group_id="fenced")).error_code == told("AddOffsetsToTxn")
+    assert end(broker.port, tid, stale, commit=True, version=version).error_code == told("EndTxn")
+    for init_version in (version, version + 2):  # InitProducerId naming an epoch not its own (v3+ carries one)
+        if init_version >= 3:
+            answer = call(broker.port, "InitProducerId", init_version, InitProducerId(
+                transactional_id=tid, transaction_timeout_ms=60000, producer_id=current.producer_id,
+                producer_epoch=current.producer_epoch + 5))
+            assert answer.error_code == (ErrorCode.PRODUCER_FENCED if init_version >= 4
+                                         else ErrorCode.INVALID_PRODUCER_EPOCH)

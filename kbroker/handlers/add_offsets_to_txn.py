@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from kbroker import handlers
 from kbroker.effects import CoordinatorError
+from kbroker.handlers.producer_fenced import for_client
 from kbroker.security.acls import AclOperation
 from kbroker.security.authorization import require_group, require_transactional_id
 from kbroker.wire.errors import ErrorCode
@@ -26,4 +27,4 @@ async def handle(broker, context, request):
         return AddOffsetsToTxnResponse(error_code=error.error_code)
     if not await shell.wait_applied(request.transactional_id, effects):
         error_code = ErrorCode.COORDINATOR_NOT_AVAILABLE
-    return AddOffsetsToTxnResponse(error_code=error_code)
+    return AddOffsetsToTxnResponse(error_code=for_client("AddOffsetsToTxn", context.api_version, error_code))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from kbroker import handlers
 from kbroker.effects import CoordinatorError
+from kbroker.handlers.producer_fenced import for_client
 from kbroker.security.acls import AclOperation, ResourceType
 from kbroker.security.authorization import allowed, allowed_on_cluster
 from kbroker.wire.errors import ErrorCode
@@ -28,7 +29,7 @@ async def handle(broker, context, request):
         refused = _refused(broker, context, transactional_id, topics)
         if refused is None:
             refused = await _add(broker, transactional_id, request.v3_and_below_producer_id,
-                                 request.v3_and_below_producer_epoch, topics, False)
+                                 request.v3_and_below_producer_epoch, topics, False, context.api_version)
         return AddPartitionsToTxnResponse(results_by_topic_v3_and_below=refused)
     if not allowed_on_cluster(broker, context, AclOperation.CLUSTER_ACTION):  # v4+: brokers only (KIP-890)
         return AddPartitionsToTxnResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, results_by_transaction=[])
@@ -39,7 +40,8 @@ async def handle(broker, context, request):
     return AddPartitionsToTxnResponse(results_by_transaction=results)
 
 
-async def _add(broker, transactional_id: str, producer_id: int, producer_epoch: int, topics, verify_only: bool) -> list:
+async def _add(broker, transactional_id: str, producer_id: int, producer_epoch: int, topics, verify_only: bool,
+               api_version: int = _BATCHED_FROM) -> list:
     shell = broker.transactions
     partitions = [(topic.name, index) for topic in topics for index in topic.partitions]
     unknown = {(topic, index) for topic, index in partitions if not _exists(broker, topic, index)}
@@ -55,7 +57,7 @@ async def _add(broker, transactional_id: str, producer_id: int, producer_epoch: 
             errors = {key: ErrorCode.COORDINATOR_NOT_AVAILABLE for key in partitions}
     except CoordinatorError as error:
         errors = {key: error.error_code for key in partitions}
-    return _results(topics, errors)
+    return _results(topics, {key: for_client("AddPartitionsToTxn", api_version, code) for key, code in errors.items()})
 
 
 def _refused(broker, context, transactional_id: str, topics) -> list | None:

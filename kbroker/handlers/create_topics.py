@@ -88,8 +88,9 @@ async def _create(broker, context, request):
             overrides = {name: value for name, value in wanted.configs.items() if value is not None}
             configs = [TopicConfig(name=e.name, value=e.value, read_only=e.read_only, config_source=e.source, is_sensitive=e.sensitive)
                        for e in topic_entries(broker.config_layers, overrides)]
-        results.append(Result(name=topic.name, topic_id=plan[0].topic_id, num_partitions=len(partitions),
-                              replication_factor=len(partitions[0].replicas), configs=configs))
+        results.append(Result(name=topic.name, topic_id=plan[0].topic_id, error_message=None,  # null, not ""
+                              num_partitions=len(partitions), replication_factor=len(partitions[0].replicas),
+                              configs=configs))
         plans.extend(plan)
     if plans and not request.validate_only:
         handlers.mark_not_made(results, await broker.submit(plans))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from kbroker import handlers
 from kbroker.effects import CoordinatorError
+from kbroker.handlers.producer_fenced import deferred_for_client
 from kbroker.security.acls import AclOperation
 from kbroker.security.authorization import require_transactional_id
 from kbroker.wire.schema import API_BY_NAME
@@ -29,4 +30,4 @@ async def handle(broker, context, request):
     shell.apply(request.transactional_id, shell.coordinator.end_txn(
         waiter, request.transactional_id, request.producer_id, request.producer_epoch, request.committed,
         context.api_version, shell.now_ms()))
-    return shell.deferred(waiter)
+    return deferred_for_client("EndTxn", context.api_version, shell.deferred(waiter))

@@ -4,6 +4,7 @@ producer of that id is fenced, and its open transaction aborted first)."""
 
 from kbroker import handlers
 from kbroker.effects import CoordinatorError
+from kbroker.handlers.producer_fenced import deferred_for_client
 from kbroker.security.acls import AclOperation, ResourceType
 from kbroker.security.authorization import allowed_on_any, allowed_on_cluster, require_transactional_id
 from kbroker.wire.errors import ErrorCode
@@ -28,7 +29,7 @@ async def handle(broker, context, request):
         shell.apply(request.transactional_id, shell.coordinator.init_producer_id(
             waiter, request.transactional_id, request.transaction_timeout_ms, request.producer_id, request.producer_epoch,
             context.api_version, shell.now_ms()))
-        return shell.deferred(waiter)
+        return deferred_for_client("InitProducerId", context.api_version, shell.deferred(waiter))
     # KIP-679: an idempotent producer needs IDEMPOTENT_WRITE on the cluster, or WRITE on some topic.
     if not (allowed_on_cluster(broker, context, AclOperation.IDEMPOTENT_WRITE)
             or allowed_on_any(broker, context, AclOperation.WRITE, ResourceType.TOPIC)):
