@@ -173,9 +173,13 @@ def _fail(nodes: list[ClusterNode], reason: str) -> None:
 
 
 def _stop(nodes: list[ClusterNode], timeout_s: float) -> None:
-    """SIGTERM to the processes started here, all at once (the last to go may wait out its broker
-    session, ``TEST_TIMINGS``), then SIGKILL for any still running after ``timeout_s``; each reaped."""
-    started = [node.process for node in nodes if node.process is not None]
+    """The processes started here stopped (the last to go may wait out its broker session, ``TEST_TIMINGS``)."""
+    stop_processes([node.process for node in nodes if node.process is not None], timeout_s)
+
+
+def stop_processes(started: list[subprocess.Popen], timeout_s: float) -> None:
+    """SIGTERM to each of ``started`` (processes the caller started), all at once, then SIGKILL for any
+    still running after ``timeout_s``; each reaped."""
     for process in started:
         if process.poll() is None:
             process.terminate()
