@@ -30,8 +30,9 @@ port; every client runs in a process of its own:
                       values, in CPU milliseconds per MB (the counters tick every 10 ms, so
                       short scenarios read coarse); RSS after the produce scenarios
   end-to-end latency  --latency-rate msg/s for --latency-seconds, acks=all, linger.ms=0, the
-                      send time (CLOCK_MONOTONIC) in the value, the delay taken on receipt; then
-                      the same at --high-latency-rate msg/s (0 leaves it out)
+                      send time (CLOCK_MONOTONIC) in the value, the delay taken on receipt; the same
+                      with acks=1 (answered once visible: on kbroker's lone replica, once fsynced);
+                      then acks=all at --high-latency-rate msg/s (0 leaves it out)
   many partitions     a --many-partitions topic: CreateTopics until acknowledged; a full Metadata
                       request (v4, every topic, raw bytes on one connection) the first time and
                       the median of 5 more; one acks=all message per partition produced (flush),
@@ -114,6 +115,11 @@ ROWS = [
     ("e2e max", "max", "ms", "lower"),
     ("ack p50", "  produce() to ack p50", "ms", "lower"),
     ("ack p99", "  produce() to ack p99", "ms", "lower"),
+    ("acks1 latency", "end-to-end latency, {latency_rate} msg/s, acks=1, linger.ms=0", "", ""),
+    ("acks1 e2e p50", "p50", "ms", "lower"),
+    ("acks1 e2e p99", "p99", "ms", "lower"),
+    ("acks1 ack p50", "  produce() to ack p50", "ms", "lower"),
+    ("acks1 ack p99", "  produce() to ack p99", "ms", "lower"),
     ("high latency", "end-to-end latency, {high_latency_rate} msg/s, acks=all, linger.ms=0", "", ""),
     ("high e2e p50", "p50", "ms", "lower"),
     ("high e2e p99", "p99", "ms", "lower"),
@@ -131,6 +137,7 @@ ROWS = [
     ("RSS at the end", "broker RSS at the end", "MiB", "lower"),
 ]
 KBROKER_ONLY = {"in-process fixture"}
+ROW_KEYS = {row[0] for row in ROWS}
 MACHINE_ROWS = [
     (name, name, "MB/s", "higher")
     for name in ("loopback TCP copy", "file write, no sync, first pass", "file write, no sync, second pass", "file write, fdatasync per MiB")
@@ -419,20 +426,22 @@ def measure_consume(run: Run, broker: BrokerUnderTest, key: str, topic: str, par
     return consumed
 
 
-def measure_latency(run: Run, broker: BrokerUnderTest, partitions: int, rate: int, seconds: float, prefix: str = "") -> None:
-    topic, size = f"latency-{rate}", 100
+def measure_latency(run: Run, broker: BrokerUnderTest, partitions: int, rate: int, seconds: float, prefix: str = "",
+                    acks: str = "all") -> None:
+    topic, size = f"latency-{rate}-acks{acks}", 100
     create_topic(run, broker, topic, partitions)
     limit_s = min(run.limit_s(), seconds + 30)
     warm = CONTEXT.Event()
     count = int(rate * seconds)
     consumer = ClientProcess("latency_consumer", broker.bootstrap, topic, partitions, count, size, warm, limit_s)
-    producer = ClientProcess("latency_producer", broker.bootstrap, topic, partitions, rate, seconds, size, warm, limit_s)
+    producer = ClientProcess("latency_producer", broker.bootstrap, topic, partitions, rate, seconds, size, warm, limit_s, acks)
     try:
         acks = producer.result(limit_s + 5)
     finally:
         delays = consumer.result(limit_s + 5)
     for quantile in ("p50", "p99", "p999", "max"):
-        run.record(broker.name, f"{prefix}e2e {quantile}", delays[f"{quantile}_ms"])
+        if f"{prefix}e2e {quantile}" in ROW_KEYS:
+            run.record(broker.name, f"{prefix}e2e {quantile}", delays[f"{quantile}_ms"])
     run.record(broker.name, f"{prefix}ack p50", acks["ack_p50_ms"])
     run.record(broker.name, f"{prefix}ack p99", acks["ack_p99_ms"])
 
@@ -514,6 +523,8 @@ def _bench_load(run: Run, broker: BrokerUnderTest, attempt, arguments) -> None:
         if key in produced:
             attempt(key, lambda key=key: consume(key))
     attempt("latency", lambda: measure_latency(run, broker, partitions, arguments.latency_rate, arguments.latency_seconds))
+    attempt("acks1 latency", lambda: measure_latency(run, broker, partitions, arguments.latency_rate,
+                                                     arguments.latency_seconds, prefix="acks1 ", acks="1"))
     if arguments.high_latency_rate:
         attempt("high latency", lambda: measure_latency(run, broker, partitions, arguments.high_latency_rate,
                                                         arguments.latency_seconds, prefix="high "))

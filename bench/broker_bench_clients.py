@@ -221,8 +221,9 @@ def latency_consumer(bootstrap: str, topic: str, partitions: int, count: int, si
     }
 
 
-def latency_producer(bootstrap: str, topic: str, partitions: int, rate: int, seconds: float, size: int, warm, deadline_s: float) -> dict:
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0, "message.timeout.ms": int(deadline_s * 1000)})
+def latency_producer(bootstrap: str, topic: str, partitions: int, rate: int, seconds: float, size: int, warm, deadline_s: float,
+                     acks: str = "all") -> dict:
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 0, "message.timeout.ms": int(deadline_s * 1000)})
     padding = bytes(max(0, size - SEND_TIME.size - 1))
     for partition in range(partitions):
         producer.produce(topic, SEND_TIME.pack(time.monotonic_ns()) + b"W" + padding, partition=partition)

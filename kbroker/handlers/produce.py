@@ -5,8 +5,9 @@ headers are parsed once (kbroker/log/validator.py, ``read_produced``), used for
 the transaction's checks, validated (``validate_produce``: CRC, size, codec, and
 the records only where the topic's settings need them) and handed to the log,
 which stamps the offsets. acks=0 gets no response, acks=1 is answered once the
-batch is in the log (and fsynced, when it reached the topic's flush.messages, as
-in Kafka), acks=all once it is fsynced.
+batch is in the log and visible: on a lone in-sync replica, whose high watermark is
+its fsynced end, once fsynced (as when it reached the topic's flush.messages, as in
+Kafka); acks=all once the whole ISR has it fsynced.
 """
 
 from __future__ import annotations
@@ -115,11 +116,14 @@ async def handle(broker: HandlerNode, context, request):
                 _hint_new_leaders(broker, context, response, moved, leaders)
 
         return handlers.Deferred(response, committed)
+    if request.acks == 0:
+        return None
     flushing = [(partition, appended.last_offset, result) for _, partition, appended, result in durable_waits
-                if partition.flush_policy_waits(appended.last_offset)]
-    if request.acks == 1 and flushing:
+                if partition.flush_policy_waits(appended.last_offset)
+                or partition.visible_once_durable(appended.last_offset)]
+    if flushing:
         return handlers.Deferred(response, lambda: _wait_flushed(flushing))
-    return None if request.acks == 0 else response
+    return response
 
 
 def _hint_new_leaders(broker: HandlerNode, context, response, moved: list, leaders: set[int]) -> None:
@@ -132,7 +136,8 @@ def _hint_new_leaders(broker: HandlerNode, context, response, moved: list, leade
 
 
 async def _wait_flushed(flushing) -> None:
-    """flush.messages reached: Kafka's append fsyncs before it returns, so acks=1 is answered after the fsync."""
+    """acks=1, answered after the fsync already started: where flush.messages was reached (Kafka's append
+    fsyncs before it returns), and on a lone in-sync replica, whose records are visible once fsynced."""
     for partition, last_offset, result in flushing:
         try:
             await partition.wait_durable(last_offset)

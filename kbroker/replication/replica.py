@@ -258,6 +258,13 @@ class Partition:
         answers such an append only after its fsync, whatever the acks."""
         return self.log.recovery_point <= offset <= self._flush_policy_wanted
 
+    def visible_once_durable(self, offset: int) -> bool:
+        """Whether ``offset`` is not visible yet and will be at this replica's next fsync: this replica is
+        the lone in-sync one, whose high watermark is its fsynced end. An acks=1 answer waits for it (DESIGN
+        rule 12: an acknowledged record is readable, counted by ListOffsets and deletable at once, as on a
+        lone in-sync replica in Kafka; consumers still read only what is fsynced)."""
+        return self.log.recovery_point <= offset and len(self.counted_isr()) <= 1
+
     def flush_if_due(self) -> None:
         """flush.ms: unflushed data older than that is fsynced (Kafka's LogManager.flushDirtyLogs)."""
         if self.log.flush_due(self.clock.wall_ms()):

@@ -75,16 +75,24 @@ def values_of(records) -> list[bytes]:
 # -- Produce ------------------------------------------------------------------------------------------------
 
 
-async def test_produce_with_acks_1_appends_and_answers_the_base_offset_before_the_fsync(node, flusher):
+async def test_produce_with_acks_1_appends_at_once_and_answers_once_the_records_are_visible(node, flusher):
+    """A lone in-sync replica's high watermark is its fsynced end: acks=1 is answered after the fsync the
+    append started (DESIGN rule 12), and the second append is not held behind the first's answer."""
     flusher.held = True
-    first = (await produce_to(node, batch(b"a", b"b"))).responses[0].partition_responses[0]
-    second = (await produce_to(node, batch(b"c"))).responses[0].partition_responses[0]
-    assert (first.error_code, first.base_offset) == (ErrorCode.NONE, 0)
-    assert (second.error_code, second.base_offset) == (ErrorCode.NONE, 2)
+    first = await produce_to(node, batch(b"a", b"b"))
+    second = await produce_to(node, batch(b"c"))
+    assert isinstance(first, Deferred) and isinstance(second, Deferred)
     partition = node.partition("events", 0)
-    assert partition.log.log_end_offset == 3 and partition.high_watermark == 0  # answered, not yet durable
-    flusher.release()
+    assert partition.log.log_end_offset == 3 and partition.high_watermark == 0  # both appended, not yet visible
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(first.ready)
+        nursery.start_soon(second.ready)
+        await trio.testing.wait_all_tasks_blocked()
+        flusher.release()
     assert partition.high_watermark == 3
+    [first_result], [second_result] = (answer.response.responses[0].partition_responses for answer in (first, second))
+    assert (first_result.error_code, first_result.base_offset) == (ErrorCode.NONE, 0)
+    assert (second_result.error_code, second_result.base_offset) == (ErrorCode.NONE, 2)
 
 
 async def test_produce_with_acks_all_is_answered_once_the_batch_is_committed(node, flusher):
