@@ -1,7 +1,9 @@
 """Jepsen-style checks of a replicated partition's history: what the producer was told against
 what the replicas hold.
 
-- ``acknowledged``: (partition, offset, value) for every write the producer was told succeeded;
+- ``acknowledged``: (partition, offset, value) for every write the producer was told succeeded; the
+  offset is None where the producer was told so without one (librdkafka's idempotent producer reports
+  as delivered, offset unknown, the messages a later acknowledgement shows the broker already has);
 - ``read``: (partition, offset, value) for everything a consumer read back, below the high watermark;
 - ``replicas``: per broker, per partition, the log's batches as bytes (read from the stopped brokers).
 
@@ -46,7 +48,10 @@ def check(acknowledged, read, replicas: dict | None = None) -> Verdict:
     verdict.conflicting = [(key, sorted(values)) for key, values in at.items() if len(values) > 1]
     verdict.duplicated = [(value, sorted(places)) for value, places in where.items() if len(places) > 1]
     for partition, offset, value in acknowledged:
-        if value not in at.get((partition, offset), ()):
+        if offset is None:  # acknowledged without an offset (librdkafka's idempotent producer, below): anywhere
+            if not any(place[0] == partition for place in where.get(value, ())):
+                verdict.lost.append((partition, offset, value))
+        elif value not in at.get((partition, offset), ()):
             verdict.lost.append((partition, offset, value))
     by_partition: dict[int, list] = defaultdict(list)
     for partition, offset, value in sorted(set(read)):

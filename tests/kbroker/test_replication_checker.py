@@ -25,3 +25,11 @@ def test_sequences_out_of_offset_order_and_diverged_replicas_are_reported():
     swapped = [(0, 0, "0:1"), (0, 1, "0:0")]
     assert check([], swapped).reordered == [(0, 1, 0)]
     assert check([], [], {0: {1: b"ab", 2: b"ax"}}).diverged == [(0, {1: 2, 2: 2})]
+
+
+def test_a_write_acknowledged_without_an_offset_counts_wherever_it_is_in_its_partition():
+    """librdkafka's idempotent producer reports some deliveries with no offset (persisted, offset unknown)."""
+    read = [(0, 0, "0:0"), (0, 1, "0:1")]
+    assert check([(0, None, "0:1")], read).anomalies == 0
+    verdict = check([(0, None, "0:2"), (1, None, "0:0")], read)
+    assert verdict.lost == [(0, None, "0:2"), (1, None, "0:0")]
