@@ -1,0 +1,75 @@
+"""Kafka as the oracle (issue 40): each scripted session of compat_tests/differential_sessions*.py runs against
+a fresh kbroker and against the reference Apache Kafka (testkit/reference_kafka.py), and every answer must
+be the same field by field, but for what testkit/differential.py's RULES say is not comparable.
+
+What is still different is written down, one line a difference, in
+``compat_tests/differential_findings/<session>.txt`` (the findings of tansu's compat suites, in our form):
+a difference not written there fails the session, and so does a line that no longer occurs (it was fixed:
+take it out). ``KBTEST_DIFFERENTIAL_WRITE=1`` writes the files afresh from a run, for review in the diff.
+
+The reference Kafka's single-node settings (internal topics replicated once) are kbroker's defaults on a
+single node; both run otherwise on their defaults. At the end of the module the exchanges, APIs and
+versions compared are printed, with the rules that hid something.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+
+import pytest
+
+import importlib
+from compat_tests.kafka_oracle import reference_kafka  # noqa: F401 (the session's reference Kafka)
+from kbroker.testing import running_broker
+from testkit.differential import RULES, Side, compare
+
+SESSIONS = [session for path in sorted(pathlib.Path(__file__).parent.glob("differential_sessions*.py"))
+            for session in importlib.import_module(f"compat_tests.{path.stem}").SESSIONS]
+FINDINGS = pathlib.Path(__file__).with_name("differential_findings")
+TOTALS = {"exchanges": 0, "apis": set(), "rules": set(), "sessions": 0}
+# Kafka's own defaults where kbroker's test defaults differ.
+KAFKA_DEFAULTS = {"group.initial.rebalance.delay.ms": 3000}
+
+
+@pytest.fixture(scope="module")
+def kbroker():
+    with running_broker(settings=KAFKA_DEFAULTS) as broker:
+        yield broker
+
+
+@pytest.fixture(scope="module", autouse=True)
+def totals():
+    yield TOTALS
+    versions = len(TOTALS["apis"])
+    apis = len({api for api, _ in TOTALS["apis"]})
+    print(f"\ndifferential: {TOTALS['sessions']} sessions, {TOTALS['exchanges']} exchanges, {apis} APIs at "
+          f"{versions} (API, version) pairs; rules that hid something: {sorted(TOTALS['rules'])}; "
+          f"never: {sorted(rule.name for rule in RULES if rule.name not in TOTALS['rules'])}")
+
+
+@pytest.mark.parametrize("session", SESSIONS, ids=[session.__name__ for session in SESSIONS])
+def test_kbroker_answers_as_kafka_does(kbroker, reference_kafka, session):
+    host, port = reference_kafka.bootstrap.split(",")[0].rsplit(":", 1)
+    ours, theirs = Side("kbroker", kbroker.host, kbroker.port), Side("Kafka", host, int(port))
+    try:
+        session(ours)
+        session(theirs)
+    finally:
+        ours.close()
+        theirs.close()
+    result = compare(ours, theirs)
+    TOTALS["exchanges"] += result.exchanges
+    TOTALS["apis"] |= result.apis
+    TOTALS["rules"] |= result.rules_used
+    TOTALS["sessions"] += 1
+    found = sorted({difference.finding() for difference in result.differences})
+    findings = FINDINGS / f"{session.__name__}.txt"
+    if os.environ.get("KBTEST_DIFFERENTIAL_WRITE") == "1":
+        FINDINGS.mkdir(exist_ok=True)
+        findings.write_text("".join(f"{line}\n" for line in found))
+    known = set(findings.read_text().splitlines()) if findings.exists() else set()
+    new, gone = [line for line in found if line not in known], sorted(known - set(found))
+    assert not new and not gone, (f"{len(new)} differences not in {findings.name}:\n  " + "\n  ".join(new[:40])
+                                  + f"\n{len(gone)} lines of {findings.name} no longer found (fixed?):\n  "
+                                  + "\n  ".join(gone[:40]))

@@ -1,0 +1,257 @@
+"""Kafka as the oracle: the same scripted session against kbroker and against Apache Kafka, answer by answer.
+
+A *session* is a function of one :class:`Side` (a broker, reached over raw sockets with our own codec): it
+sends requests with ``side.call(api, version, body)`` and may build later requests from earlier answers
+(a member id, a producer id), so the two brokers get the same requests but for what each of them handed
+out. Every exchange is kept in the side's transcript; :func:`compare` then puts the two transcripts side
+by side and flattens each answer into its fields (``topics[0].partitions[1].error_code``). Each field is
+compared after the named rules of ``RULES`` (below) have said what of it is truly not comparable:
+
+- ``rename``: an id a broker makes up (a topic id, a member id, a producer id, a node's id or port): each
+  distinct value becomes ``<rule#n>`` in the order it first appears in that side's session, so the
+  answers must still agree on which ids are the same and which differ (sentinels such as -1, 0, "",
+  null and the zero uuid stay as they are: whether an id is there at all is compared);
+- ``drop``: a value that differs between two runs of Kafka itself (a timestamp taken from a clock);
+- ``presence``: only whether it is null, empty or set (prose meant for people, such as error messages);
+- ``unordered``: an array whose order is not part of the protocol, compared as a sorted list.
+
+Everything else is compared as it is. A rule names the fields it applies to by their name (the last part
+of the path) or by an ``Api.field`` pair; ``RULES`` is the only table, and each rule says why. A rule that hides nothing in a whole run is reported by :func:`unused_rules`.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import uuid
+from dataclasses import dataclass, field
+
+from kbroker.wire.frame import decode_response, encode_request
+from kbroker.wire.primitives import ZERO_UUID
+from kbroker.wire.schema import API_BY_NAME
+
+CLIENT_ID = "differential"
+TIMEOUT_S = 30
+SENTINELS = (None, -1, 0, "", b"", ZERO_UUID)
+# An array of structs with one of these fields is compared element by element under that key (an API, a
+# topic, a partition), so that one element more or less on one side is one difference, not a shifted list.
+KEYS = ("api_key", "name", "topic", "partition_index", "partition", "index", "group_id", "transactional_id",
+        "resource_name")
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    action: str  # rename, drop, presence, unordered
+    fields: tuple[str, ...]  # a field's name in any API ("port"), or in one ("Fetch.records")
+    why: str
+
+
+RULES: list[Rule] = [
+    Rule("node", "rename", ("node_id", "leader_id", "controller_id", "coordinator_key_node", "broker_id",
+                            "Metadata.leader_id", "replica_nodes", "isr_nodes", "offline_replicas",
+                            "voter_id", "replica_id"),
+         "Each broker numbers its own nodes; which answers name the same node is still compared."),
+    Rule("port", "rename", ("port",), "Each broker listens on a free port of its own."),
+    Rule("host", "rename", ("host",), "Both listen on loopback, but a test may name it differently."),
+    Rule("cluster", "rename", ("cluster_id",), "A fresh cluster id per run, as Kafka's storage format makes one."),
+    Rule("topic_id", "rename", ("topic_id",), "A random uuid per topic (KIP-516)."),
+    Rule("producer_id", "rename", ("producer_id", "ongoing_txn_producer_id"),
+         "Producer ids come from each cluster's own blocks."),
+    Rule("member", "rename", ("member_id", "leader", "group_instance_id_member"),
+         "Member ids are made up by the coordinator (a uuid after the client id)."),
+    Rule("timestamp", "drop", ("log_append_time_ms", "timestamp", "transaction_start_time_ms",
+                               "last_timestamp", "Fetch.records"),
+         "Taken from each broker's clock; Fetch's records carry the append time in their batch header."),
+    Rule("error_message", "presence", ("error_message",),
+         "Prose for people: whether there is a message is compared, not its wording."),
+]
+
+
+@dataclass
+class Exchange:
+    api: str
+    version: int
+    response: object = None
+    closed: str | None = None  # the broker closed the connection instead of answering
+
+
+class Side:
+    """One broker under the session: a kept connection (opened again after the broker closes one)."""
+
+    def __init__(self, name: str, host: str, port: int) -> None:
+        self.name, self.host, self.port = name, host, port
+        self.transcript: list[Exchange] = []
+        self._socket: socket.socket | None = None
+        self._correlation_id = 0
+
+    def call(self, api_name: str, version: int, body, *, record: bool = True):
+        """The decoded answer (kept in the transcript unless ``record`` is false: a wait for the broker to
+        be ready, whose number of tries differs); None if the broker closed the connection."""
+        api = API_BY_NAME[api_name]
+        exchange = Exchange(api_name, version)
+        if record:
+            self.transcript.append(exchange)
+        if self._socket is None:
+            self._socket = socket.create_connection((self.host, self.port), timeout=TIMEOUT_S)
+        self._correlation_id += 1
+        try:
+            self._socket.sendall(encode_request(api.key, version, self._correlation_id, CLIENT_ID, body))
+            size = struct.unpack(">i", self._receive(4))[0]
+            _, exchange.response = decode_response(api.key, version, self._receive(size))
+        except (ConnectionError, socket.timeout) as error:
+            exchange.closed = type(error).__name__
+            self.close()
+        return exchange.response
+
+    def send_raw(self, frame: bytes, api_name: str, version: int):
+        """A frame as given (a malformed one, say): the answer decoded, or None when the broker closed."""
+        exchange = Exchange(api_name, version)
+        self.transcript.append(exchange)
+        if self._socket is None:
+            self._socket = socket.create_connection((self.host, self.port), timeout=TIMEOUT_S)
+        try:
+            self._socket.sendall(frame)
+            size = struct.unpack(">i", self._receive(4))[0]
+            _, exchange.response = decode_response(API_BY_NAME[api_name].key, version, self._receive(size))
+        except (ConnectionError, socket.timeout) as error:
+            exchange.closed = type(error).__name__
+            self.close()
+        return exchange.response
+
+    def close(self) -> None:
+        if self._socket is not None:
+            self._socket.close()
+            self._socket = None
+
+    def _receive(self, size: int) -> bytes:
+        data = bytearray()
+        while len(data) < size:
+            chunk = self._socket.recv(size - len(data))
+            if not chunk:
+                raise ConnectionResetError("the broker closed the connection")
+            data += chunk
+        return bytes(data)
+
+
+# -- flattening and normalizing ------------------------------------------------------------------------------
+
+def flatten(value, path: str = "", out: dict | None = None) -> dict:
+    """{path: leaf} of a decoded value; arrays of structs by index (``topics[0].name``)."""
+    out = {} if out is None else out
+    if hasattr(value, "__slots__") and not isinstance(value, (bytes, str, uuid.UUID)):
+        for name in _slots(type(value)):
+            if name == "unknown_tags":
+                continue
+            flatten(getattr(value, name), f"{path}.{name}" if path else name, out)
+    elif isinstance(value, list) and value and hasattr(value[0], "__slots__"):
+        key = next((name for name in KEYS if hasattr(value[0], name)), None)
+        for index, element in enumerate(value):
+            label = index if key is None else f"{key}={getattr(element, key)!r}"
+            flatten(element, f"{path}[{label}]", out)
+    elif isinstance(value, (bytes, bytearray, memoryview)):
+        out[path] = bytes(value)
+    else:
+        out[path] = value
+    return out
+
+
+def _slots(cls) -> list[str]:
+    names = []
+    for klass in reversed(cls.__mro__):
+        names += [name for name in getattr(klass, "__slots__", ()) if name not in names]
+    return names
+
+
+def rule_for(api_name: str, path: str) -> Rule | None:
+    """The rule for a field: by its name in any API, or as ``Api.name`` in one."""
+    name = path.rsplit(".", 1)[-1].split("[")[0]
+    for rule in RULES:
+        if name in rule.fields or f"{api_name}.{name}" in rule.fields:
+            return rule
+    return None
+
+
+class Normalizer:
+    """One side's renamings across its whole session (the same id keeps its token)."""
+
+    def __init__(self) -> None:
+        self.tokens: dict[str, dict] = {}
+        self.used: set[str] = set()  # the rules that changed some value
+
+    def leaf(self, api_name: str, path: str, value):
+        rule = rule_for(api_name, path)
+        if rule is None:
+            return value
+        if rule.action == "drop":
+            self.used.add(rule.name)
+            return "<dropped>"
+        if rule.action == "presence":
+            self.used.add(rule.name)
+            return "<null>" if value is None else "<empty>" if value in ("", b"") else "<set>"
+        if rule.action == "rename":
+            if isinstance(value, list):
+                return [self.leaf(api_name, path, element) for element in value]
+            if any(value == sentinel and type(value) is type(sentinel) for sentinel in SENTINELS if sentinel is not None) \
+                    or value is None:
+                return value
+            self.used.add(rule.name)
+            tokens = self.tokens.setdefault(rule.name, {})
+            return f"<{rule.name}#{tokens.setdefault(value, len(tokens) + 1)}>"
+        return value
+
+    def answer(self, api_name: str, response) -> dict:
+        return {path: self.leaf(api_name, path, value) for path, value in flatten(response).items()}
+
+
+@dataclass
+class Difference:
+    index: int
+    api: str
+    version: int
+    path: str
+    kbroker: object
+    kafka: object
+
+    def __str__(self) -> str:
+        return f"#{self.index} {self.finding()}"
+
+    def finding(self) -> str:
+        """The difference as one line of a findings file (without its place in the session)."""
+        return f"{self.api} v{self.version} {self.path}: kbroker {self.kbroker!r}, Kafka {self.kafka!r}"
+
+
+@dataclass
+class Comparison:
+    exchanges: int = 0
+    differences: list[Difference] = field(default_factory=list)
+    rules_used: set[str] = field(default_factory=set)
+    apis: set[tuple[str, int]] = field(default_factory=set)
+
+
+def compare(kbroker: Side, kafka: Side) -> Comparison:
+    """Every exchange of the two transcripts, field by field after ``RULES``."""
+    result = Comparison()
+    ours, theirs = Normalizer(), Normalizer()
+    if len(kbroker.transcript) != len(kafka.transcript):
+        result.differences.append(Difference(-1, "session", 0, "exchanges", len(kbroker.transcript),
+                                             len(kafka.transcript)))
+    for index, (mine, reference) in enumerate(zip(kbroker.transcript, kafka.transcript)):
+        result.exchanges += 1
+        result.apis.add((mine.api, mine.version))
+        if (mine.api, mine.version) != (reference.api, reference.version):
+            raise AssertionError(f"the session diverged at #{index}: {mine.api} v{mine.version} against "
+                                 f"{reference.api} v{reference.version}")
+        if (mine.closed is None) != (reference.closed is None):
+            result.differences.append(Difference(index, mine.api, mine.version, "(connection)",
+                                                 mine.closed or "answered", reference.closed or "answered"))
+            continue
+        if mine.closed is not None:
+            continue
+        left, right = ours.answer(mine.api, mine.response), theirs.answer(mine.api, reference.response)
+        for path in sorted(set(left) | set(right)):
+            if left.get(path, "<absent>") != right.get(path, "<absent>"):
+                result.differences.append(Difference(index, mine.api, mine.version, path,
+                                                     left.get(path, "<absent>"), right.get(path, "<absent>")))
+    result.rules_used = ours.used | theirs.used
+    return result
