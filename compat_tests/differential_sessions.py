@@ -11,7 +11,9 @@ are not recorded: how many tries a broker needs to be ready is not compared.
 from __future__ import annotations
 
 import time
+import uuid
 
+from kbroker.handlers import HANDLERS
 from kbroker.wire.records import Record, build_batch
 from kbroker.wire.schema import API_BY_NAME
 from testkit.differential import Side
@@ -23,9 +25,10 @@ def request(api_name: str, **fields):
     return API_BY_NAME[api_name].request_class(**fields)
 
 
-def versions(api_name: str) -> range:
-    api = API_BY_NAME[api_name]
-    return range(api.min_version, api.max_version + 1)
+def versions(api_name: str) -> list[int]:
+    """The versions kbroker serves (those it does not, Kafka's newer ones, are ApiVersions' findings)."""
+    handler = HANDLERS[API_BY_NAME[api_name].key]
+    return [version for version in range(handler.min_version, handler.max_version + 1) if handler.supports(version)]
 
 
 def create_topics(side: Side, version: int, *topics, validate_only: bool = False, record: bool = True):
@@ -131,13 +134,21 @@ def produce_fetch_list_offsets(side: Side) -> None:
         produce(side, version, topic, 0, bytes(corrupt))  # CORRUPT_MESSAGE
         produce(side, version, topic, 0, values(b"a"), acks=2)  # INVALID_REQUIRED_ACKS
     fetch = API_BY_NAME["Fetch"].request_class
+    topic_id = metadata(side, 12, [topic], record=False).topics[0].topic_id  # from v13 a fetch names the id
     for version in versions("Fetch"):
-        for offset in (0, 2, 10_000):  # from the start, the middle, out of range
+        for offset, isolation in ((0, 0), (2, 0), (0, 1), (10_000, 0)):  # start, middle, read_committed, beyond
+            side.call("Fetch", version, request(
+                "Fetch", replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=isolation,
+                session_id=0, session_epoch=-1, topics=[fetch.FetchTopic(
+                    topic=topic, topic_id=topic_id, partitions=[fetch.FetchTopic.FetchPartition(
+                        partition=0, fetch_offset=offset, partition_max_bytes=1 << 20, current_leader_epoch=-1,
+                        log_start_offset=-1, last_fetched_epoch=-1)])]))
+        if version >= 13:  # an id no topic has
             side.call("Fetch", version, request(
                 "Fetch", replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
                 session_id=0, session_epoch=-1, topics=[fetch.FetchTopic(
-                    topic=topic, partitions=[fetch.FetchTopic.FetchPartition(
-                        partition=0, fetch_offset=offset, partition_max_bytes=1 << 20, current_leader_epoch=-1,
+                    topic_id=uuid.UUID(int=7), partitions=[fetch.FetchTopic.FetchPartition(
+                        partition=0, fetch_offset=0, partition_max_bytes=1 << 20, current_leader_epoch=-1,
                         log_start_offset=-1, last_fetched_epoch=-1)])]))
     listing = API_BY_NAME["ListOffsets"].request_class.ListOffsetsTopic
     for version in versions("ListOffsets"):

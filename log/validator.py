@@ -134,7 +134,7 @@ def validate_produce(produced: ProducedBatches, config: LogConfig, topic: str, p
     view = memoryview(records)
     for position, header in produced.batches:  # as iter_batches(verify_crc=True): each CRC, then what stopped it
         if crc32c(view[position + _CRC_FROM : position + header.size]) != header.crc:
-            raise BatchRefused(ErrorCode.CORRUPT_MESSAGE, "record batch CRC-32C mismatch")  # the codec's words
+            raise BatchRefused(ErrorCode.CORRUPT_MESSAGE)  # no message, as Kafka answers a CorruptRecordException
     if produced.error is not None:
         raise BatchRefused.undecodable(produced.error)
     if len(produced.batches) != 1:

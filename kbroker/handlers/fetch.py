@@ -273,6 +273,9 @@ def _read_partition(partition, wanted, request, result, budget: int, first: bool
     result.last_stable_offset = partition.last_stable_offset
     result.log_start_offset = log.log_start_offset
     result.records = b""
+    # Kafka's read answers null aborted transactions unless read_committed lists them (a partition refused
+    # before any read keeps the empty list, as Kafka's erroneous partitions do)
+    result.aborted_transactions = None
     if budget <= 0 and not first:
         return 0
     try:
@@ -283,6 +286,10 @@ def _read_partition(partition, wanted, request, result, budget: int, first: bool
                                            for a in aborted]
     except OffsetOutOfRange:
         result.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
+        if not to_log_end:  # a consumer gets Kafka's answer to a partition in error: no offsets at all
+            result.high_watermark = result.last_stable_offset = result.log_start_offset = -1
+            result.aborted_transactions = None
+        # (a follower keeps the leader's log start and high watermark, where kbroker's fetcher truncates to)
         return 0
     except OSError as error:
         if not out_of_descriptors(error):

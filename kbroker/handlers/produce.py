@@ -59,7 +59,8 @@ async def handle(broker: HandlerNode, context, request):
         guard = guard_topic(broker, context, AclOperation.WRITE, name=topic_data.name)
         partitions = []
         for data in topic_data.partition_data:
-            result = PartitionResult(index=data.index)
+            # Kafka's answer to a refused partition: no offsets, no times (its PartitionResponse(error))
+            result = PartitionResult(index=data.index, base_offset=-1, log_append_time_ms=-1, log_start_offset=-1)
             partitions.append(result)
             if not transaction_allowed:
                 result.error_code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED

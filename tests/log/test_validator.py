@@ -98,7 +98,7 @@ def corrupted(data: bytes) -> bytes:
 def test_a_produce_is_refused_with_the_code_and_message_its_answer_carries():
     one = batch(b"a")
     assert refusal(None) == (ErrorCode.INVALID_RECORD, None, [])
-    assert refusal(corrupted(one)) == (ErrorCode.CORRUPT_MESSAGE, "record batch CRC-32C mismatch", [])
+    assert refusal(corrupted(one)) == (ErrorCode.CORRUPT_MESSAGE, None, [])
     assert refusal(one[:-3])[0] == ErrorCode.CORRUPT_MESSAGE  # truncated
     old_magic = one[:16] + b"\x01" + one[17:]
     assert refusal(old_magic)[0] == ErrorCode.INVALID_RECORD
@@ -111,7 +111,7 @@ def test_a_produce_is_refused_with_the_code_and_message_its_answer_carries():
 
 
 def test_each_batchs_crc_is_checked_before_what_stopped_the_reading_as_the_codec_does():
-    assert refusal(corrupted(batch(b"a")) + b"\x00" * 70)[1] == "record batch CRC-32C mismatch"
+    assert refusal(corrupted(batch(b"a")) + b"\x00" * 70)[:2] == (ErrorCode.CORRUPT_MESSAGE, None)
 
 
 def test_the_first_header_is_there_for_the_transaction_before_anything_is_checked():
