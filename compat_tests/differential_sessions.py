@@ -152,7 +152,7 @@ def produce_fetch_list_offsets(side: Side) -> None:
                         log_start_offset=-1, last_fetched_epoch=-1)])]))
     listing = API_BY_NAME["ListOffsets"].request_class.ListOffsetsTopic
     for version in versions("ListOffsets"):
-        for timestamp in (-2, -1, 1_700_000_000_000, 1_800_000_000_000):  # earliest, latest, by time
+        for timestamp in (-2, -1, -3, 1_700_000_000_000, 1_800_000_000_000):  # earliest, latest, max, by time
             side.call("ListOffsets", version, request("ListOffsets", replica_id=-1, isolation_level=0, topics=[
                 listing(name=topic, partitions=[listing.ListOffsetsPartition(partition_index=0, timestamp=timestamp,
                                                                              current_leader_epoch=-1)])]))

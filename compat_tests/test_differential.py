@@ -14,12 +14,14 @@ versions compared are printed, with the rules that hid something.
 
 from __future__ import annotations
 
+import importlib
 import os
 import pathlib
+import random
 
 import pytest
 
-import importlib
+from compat_tests.differential_generator import generated_session
 from compat_tests.kafka_oracle import reference_kafka  # noqa: F401 (the session's reference Kafka)
 from kbroker.testing import running_broker
 from testkit.differential import RULES, Side, compare
@@ -73,3 +75,30 @@ def test_kbroker_answers_as_kafka_does(kbroker, reference_kafka, session):
     assert not new and not gone, (f"{len(new)} differences not in {findings.name}:\n  " + "\n  ".join(new[:40])
                                   + f"\n{len(gone)} lines of {findings.name} no longer found (fixed?):\n  "
                                   + "\n  ".join(gone[:40]))
+
+
+GENERATED_RUNS = 3
+
+
+@pytest.mark.parametrize("run", range(GENERATED_RUNS))
+def test_a_seeded_random_sequence_is_answered_as_kafka_answers_it(kbroker, reference_kafka, run):
+    """Requests drawn from a seed (compat_tests/differential_generator.py): no difference at all. The seed is
+    printed; KBTEST_DIFFERENTIAL_SEED replays it."""
+    seed = int(os.environ.get("KBTEST_DIFFERENTIAL_SEED", random.randrange(1 << 31)))
+    print(f"\nKBTEST_DIFFERENTIAL_SEED={seed}")
+    session = generated_session(seed)
+    host, port = reference_kafka.bootstrap.split(",")[0].rsplit(":", 1)
+    ours, theirs = Side("kbroker", kbroker.host, kbroker.port), Side("Kafka", host, int(port))
+    try:
+        session(ours)
+        session(theirs)
+    finally:
+        ours.close()
+        theirs.close()
+    result = compare(ours, theirs)
+    TOTALS["exchanges"] += result.exchanges
+    TOTALS["apis"] |= result.apis
+    TOTALS["rules"] |= result.rules_used
+    shown = "\n  ".join(str(difference) for difference in result.differences[:40])
+    assert not result.differences, (f"KBTEST_DIFFERENTIAL_SEED={seed}: {len(result.differences)} differences in "
+                                    f"{result.exchanges} exchanges:\n  {shown}")

@@ -46,7 +46,10 @@ AbortedTransaction = PartitionResult.AbortedTransaction
 logger = logging.getLogger("kbroker.handlers.fetch")
 
 READ_COMMITTED = 1
-_HINTED = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH)
+_HINTED = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH)  # KIP-951: Kafka's two
+# Refusals Kafka makes in its read path (ReplicaManager), whose answers carry null aborted transactions; the
+# others (authorization, an unknown topic or id) come before it and keep the empty list.
+_READ_PATH_ERRORS = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH)
 
 
 @handlers.handles("Fetch", 4, 17)
@@ -216,6 +219,8 @@ def _read(broker: HandlerNode, request, context, wanted, watch: SessionWatch | N
         reading.results.append((key, topic.topic_id if topic else partition_wanted.topic_id,
                                 partition_wanted.topic_name if version < 13 else None, result))
         partition, result.error_code = guard.partition(partition_wanted.partition, partition_wanted.current_leader_epoch)
+        if result.error_code in _READ_PATH_ERRORS:
+            result.aborted_transactions = None
         if result.error_code in _HINTED:
             leaders: set[int] = set()
             hint_leader(topic, partition_wanted.partition, result, leaders)
@@ -273,9 +278,9 @@ def _read_partition(partition, wanted, request, result, budget: int, first: bool
     result.last_stable_offset = partition.last_stable_offset
     result.log_start_offset = log.log_start_offset
     result.records = b""
-    # Kafka's read answers null aborted transactions unless read_committed lists them (a partition refused
-    # before any read keeps the empty list, as Kafka's erroneous partitions do)
-    result.aborted_transactions = None
+    # Kafka's read lists the aborted transactions for read_committed (an empty list where none), null for
+    # read_uncommitted (a partition refused before any read keeps the empty list, as Kafka's erroneous ones)
+    result.aborted_transactions = [] if request.isolation_level == READ_COMMITTED else None
     if budget <= 0 and not first:
         return 0
     try:

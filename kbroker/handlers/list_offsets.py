@@ -4,6 +4,7 @@ from kbroker import handlers
 from kbroker.handlers.partition_guard import guard_topic
 from kbroker.security.acls import AclOperation
 from kbroker.log.partition_log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from kbroker.wire.errors import ErrorCode
 from kbroker.wire.schema import API_BY_NAME
 
 ListOffsetsResponse = API_BY_NAME["ListOffsets"].response_class
@@ -11,6 +12,9 @@ TopicResult = ListOffsetsResponse.ListOffsetsTopicResponse
 PartitionResult = TopicResult.ListOffsetsPartitionResponse
 
 READ_COMMITTED = 1
+# The special timestamps and the version each came with (max timestamp KIP-734, earliest local KIP-405,
+# latest tiered KIP-1005): an older request naming one is answered UNSUPPORTED_VERSION, as Kafka does.
+_SPECIAL_TIMESTAMP_FROM = {-3: 7, -4: 8, -5: 9}
 
 
 @handlers.handles("ListOffsets", 1, 10)
@@ -22,7 +26,13 @@ async def handle(broker, context, request):
         for wanted in wanted_topic.partitions:
             result = PartitionResult(partition_index=wanted.partition_index)
             results.append(result)
-            partition, result.error_code = guard.partition(wanted.partition_index, wanted.current_leader_epoch)
+            result.error_code = guard.find(wanted.partition_index)
+            if result.error_code == ErrorCode.NONE and context.api_version < _SPECIAL_TIMESTAMP_FROM.get(
+                    wanted.timestamp, 0):  # before the leader and its epoch are looked at, as Kafka does
+                result.error_code = ErrorCode.UNSUPPORTED_VERSION
+            if result.error_code != ErrorCode.NONE:
+                continue
+            partition, result.error_code = guard.local(wanted.partition_index, wanted.current_leader_epoch)
             if partition is None:
                 continue
             # Consumers must not be told about offsets they cannot read yet.

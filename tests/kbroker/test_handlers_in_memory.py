@@ -151,7 +151,8 @@ async def test_fetching_past_the_log_end_is_out_of_range(node):
     assert (await fetch_from(node, 1)).error_code == ErrorCode.NONE  # the log end: nothing yet, no error
     answer = await fetch_from(node, 5)
     assert answer.error_code == ErrorCode.OFFSET_OUT_OF_RANGE
-    assert answer.high_watermark == 1
+    # as Kafka answers a consumer's partition in error: no offsets (the differential suite compares it)
+    assert (answer.high_watermark, answer.last_stable_offset, answer.log_start_offset) == (-1, -1, -1)
 
 
 async def test_fetch_by_topic_name_before_version_13(node):
