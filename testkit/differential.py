@@ -63,6 +63,9 @@ RULES: list[Rule] = [
     Rule("timestamp", "drop", ("log_append_time_ms", "timestamp", "transaction_start_time_ms",
                                "last_timestamp", "Fetch.records"),
          "Taken from each broker's clock; Fetch's records carry the append time in their batch header."),
+    Rule("features_epoch", "drop", ("finalized_features_epoch",),
+         "The metadata log's offset of the last feature change: how many records came before depends on "
+         "the quorum's own timing (registrations, elections), run by run."),
     Rule("error_message", "presence", ("error_message",),
          "Prose for people: whether there is a message is compared, not its wording."),
 ]
