@@ -99,3 +99,13 @@ async def test_serving_ends_with_its_scope_and_closes_the_sockets():
             assert (await client.get("/"))[0] == 200
         nursery.cancel_scope.cancel()
     assert all(sock.fileno() == -1 for sock in sockets)
+
+
+async def test_a_body_a_little_over_the_bound_is_read_to_its_end_and_answered_413(served):
+    """The client still sending its body reads the 413 rather than a reset connection (a broken pipe)."""
+    async with connect(served) as client:
+        body = b"x" * (4 * MAX_BODY_BYTES)
+        await client.send(b"POST /echo HTTP/1.1\r\nHost: test\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+        status, headers, _ = await client.answer()
+        assert status == 413 and headers["connection"] == "close"
+        assert await client.closed()
