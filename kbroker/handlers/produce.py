@@ -208,9 +208,9 @@ def _append(broker: HandlerNode, transactional_id: str | None, partition, produc
             return None
     try:
         appended = partition.append(validated, origin=AppendOrigin.CLIENT)
-    except ProducerStateError as error:
+    except ProducerStateError as error:  # refused by the log, as Kafka's: its log start, no message
         result.error_code = error.error_code
-        result.error_message = str(error)
+        result.log_start_offset = log.log_start_offset
         return None
     except LogDirOffline as error:
         result.error_code = ErrorCode.KAFKA_STORAGE_ERROR
