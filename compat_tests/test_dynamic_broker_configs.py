@@ -112,8 +112,9 @@ def test_a_retention_default_changed_at_runtime_reaches_topics_without_their_own
     data = str(tmp_path / "data")
     with running_broker(data, settings=SETTINGS) as running:
         admin = AdminClient({"bootstrap.servers": running.bootstrap})
-        topics = [NewTopic("follows", 1, config={"segment.bytes": "1024"}),
-                  NewTopic("own", 1, config={"segment.bytes": "1024", "retention.ms": str(7 * 24 * HOUR_MS)})]
+        # internal.segment.bytes: Kafka's way below segment.bytes' floor of 1 MiB, for tests
+        topics = [NewTopic("follows", 1, config={"internal.segment.bytes": "1024"}),
+                  NewTopic("own", 1, config={"internal.segment.bytes": "1024", "retention.ms": str(7 * 24 * HOUR_MS)})]
         for future in admin.create_topics(topics).values():
             future.result(timeout=TIMEOUT_S)
         for topic in ("follows", "own"):

@@ -18,6 +18,7 @@ from kbroker.wire.errors import ErrorCode
 
 _LEGAL_NAME = re.compile(r"[a-zA-Z0-9._-]+")
 MAX_NAME_LENGTH = 249
+INTERNAL_SEGMENT_BYTES = "internal.segment.bytes"  # Kafka's segment size for tests (kbroker/config/topic_definitions.py)
 _LOG_CONFIG_NAMES = {f.name.replace("_", "."): f for f in fields(LogConfig)}
 
 
@@ -111,6 +112,8 @@ def check_topic_configs(configs: dict[str, str | None], known_configs: set[str])
 def topic_log_config(base: LogConfig, configs: dict[str, str | None]) -> LogConfig:
     """The log settings of a topic: the broker's defaults overridden by the topic's configs."""
     applicable = {name: value for name, value in configs.items() if name in _LOG_CONFIG_NAMES and value is not None}
+    if configs.get(INTERNAL_SEGMENT_BYTES) is not None:  # Kafka's segment size for tests wins
+        applicable["segment.bytes"] = configs[INTERNAL_SEGMENT_BYTES]
     try:
         return LogConfig.from_properties(applicable, base)
     except ValueError as error:

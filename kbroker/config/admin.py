@@ -22,6 +22,8 @@ from dataclasses import dataclass
 
 from kbroker.config import BrokerConfig, ConfigError
 from kbroker.config.definitions import SETTINGS, SETTINGS_BY_NAME, TOPIC_CONFIG_SYNONYMS
+from kbroker.config.topic_definitions import (INTERNAL_TOPIC_SETTINGS, TOPIC_CONFIG_NAMES, TOPIC_SETTINGS,
+                                              topic_setting)
 from kbroker.config.dynamic import (APPEND, DEFAULT_CONFIG, DELETE, DYNAMIC_DEFAULT_BROKER_CONFIG, SET, SUBTRACT,
                                            ConfigLayers, DynamicConfigError, apply_incremental,
                                            check_dynamic_configs, is_read_only, setting_of)
@@ -67,14 +69,10 @@ class ConfigEntry:
     synonyms: tuple[Synonym, ...]
 
 
-def topic_setting(name: str):
-    """The broker setting whose type and rules a topic config shares (its first synonym)."""
-    return SETTINGS_BY_NAME[TOPIC_CONFIG_SYNONYMS[name][0][0]]
-
-
 def describe_topic(layers: ConfigLayers, image: MetadataImage, name: str, keys: list[str] | None) -> list[ConfigEntry]:
-    """Every topic config (or those named in ``keys``) of topic ``name``; ConfigsError if there is none."""
-    return topic_entries(layers, _existing_topic(image, name).configs, keys)
+    """Every topic config (or those named in ``keys``) of topic ``name``; ConfigsError if there is none
+    (an unknown topic with an empty message, as Kafka's ConfigHelper answers it)."""
+    return topic_entries(layers, _existing_topic(image, name, "").configs, keys)
 
 
 def _existing_topic(image: MetadataImage, name: str, missing_message: str | None = None):
@@ -89,24 +87,34 @@ def _existing_topic(image: MetadataImage, name: str, missing_message: str | None
     return topic
 
 
-def topic_entries(layers: ConfigLayers, overrides: dict[str, str], keys: list[str] | None = None) -> list[ConfigEntry]:
-    """The configs of a topic with these overrides (or those named in ``keys``): values, sources, synonyms."""
+def topic_entries(layers: ConfigLayers, overrides: dict[str, str], keys: list[str] | None = None,
+                  as_given: bool = False) -> list[ConfigEntry]:
+    """The configs of a topic with these overrides (or those named in ``keys``): values, sources, synonyms.
+    An override is shown parsed and written back, or ``as_given`` (CreateTopics' answer, as Kafka's)."""
     defaults = layers.effective.log_config_defaults()
     entries = []
-    for config_name in sorted(TOPIC_CONFIG_SYNONYMS):
+    for config_name in sorted(TOPIC_SETTINGS):
         if keys and config_name not in keys:
             continue
         setting = topic_setting(config_name)
-        synonyms = [Synonym(*synonym) for synonym in layers.synonyms(setting.name)]
+        broker_synonyms = TOPIC_CONFIG_SYNONYMS.get(config_name)
+        synonyms = [Synonym(*synonym) for synonym in layers.synonyms(broker_synonyms[0][0])] if broker_synonyms else []
         if config_name in overrides:
-            value = _normalized(setting, overrides[config_name])
+            value = overrides[config_name] if as_given else _normalized(setting, overrides[config_name])
             synonyms.insert(0, Synonym(config_name, value, DYNAMIC_TOPIC_CONFIG))
         else:
-            value = setting.format(defaults[config_name])
+            value = setting.format(defaults[config_name] if broker_synonyms else setting.default)
         entries.append(ConfigEntry(
             config_name, value, synonyms[0].source if synonyms else DEFAULT_CONFIG, read_only=False, sensitive=False,
             config_type=CONFIG_TYPES[setting.type], documentation=setting.doc, synonyms=tuple(synonyms),
         ))
+    for config_name in sorted(INTERNAL_TOPIC_SETTINGS):  # as Kafka: listed only where the topic sets it
+        if config_name in overrides and (not keys or config_name in keys):
+            setting = topic_setting(config_name)
+            value = overrides[config_name] if as_given else _normalized(setting, overrides[config_name])
+            entries.append(ConfigEntry(config_name, value, DYNAMIC_TOPIC_CONFIG, read_only=False, sensitive=False,
+                                       config_type=CONFIG_TYPES[setting.type], documentation=setting.doc,
+                                       synonyms=(Synonym(config_name, value, DYNAMIC_TOPIC_CONFIG),)))
     return entries
 
 
@@ -180,7 +188,7 @@ def plan_incremental_alter(config: BrokerConfig, image: MetadataImage, node_id: 
         elif operation == DELETE:
             wanted.pop(name, None)
         elif operation in (APPEND, SUBTRACT):
-            if name not in TOPIC_CONFIG_SYNONYMS or topic_setting(name).type != "list":
+            if name not in TOPIC_SETTINGS or topic_setting(name).type != "list":
                 verb = "APPEND" if operation == APPEND else "SUBTRACT"
                 raise ConfigsError(ErrorCode.INVALID_CONFIG, f"Can't {verb} to key {name} because its type is not LIST.")
             parts = list(_parts(config, current, name))
@@ -201,7 +209,7 @@ def plan_incremental_alter(config: BrokerConfig, image: MetadataImage, node_id: 
 def validate_topic_configs(configs: dict[str, str]) -> None:
     """INVALID_CONFIG for an unknown topic config or a value its type or rules refuse."""
     try:
-        check_topic_configs(configs, set(TOPIC_CONFIG_SYNONYMS))
+        check_topic_configs(configs, TOPIC_CONFIG_NAMES)
     except TopicError as error:
         raise ConfigsError(error.error_code, str(error)) from None
     for name, text in configs.items():
@@ -213,6 +221,9 @@ def validate_topic_configs(configs: dict[str, str]) -> None:
         if setting.validator is not None and not setting.validator(value):
             raise ConfigsError(ErrorCode.INVALID_CONFIG,
                                f"Invalid value {text} for configuration {name}: expected {setting.allowed()}")
+    if topic_setting("remote.storage.enable").parse(configs.get("remote.storage.enable", "false")):
+        raise ConfigsError(ErrorCode.INVALID_CONFIG, "Tiered Storage functionality is disabled in the broker. "
+                                                     "Topic cannot be configured with remote log storage.")
 
 
 def _records(topic: str, current: dict[str, str], wanted: dict[str, str]) -> list:
@@ -236,6 +247,8 @@ def _parts(config: BrokerConfig, current: dict[str, str], name: str) -> tuple[st
     default; we take the broker-wide one, which is the same unless log.cleanup.policy is set)."""
     if name in current:
         return topic_setting(name).parse(current[name])
+    if name not in TOPIC_CONFIG_SYNONYMS:
+        return tuple(topic_setting(name).default)
     return tuple(config.log_config_defaults()[name])
 
 

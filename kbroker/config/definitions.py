@@ -98,6 +98,16 @@ class OneOf:
         return "one of " + ", ".join(self.options)
 
 
+class GzipLevel:
+    """Kafka's gzip level: 1 to 9, or -1 (the codec's default)."""
+
+    def __call__(self, value) -> bool:
+        return value == -1 or 1 <= value <= 9
+
+    def __str__(self) -> str:
+        return "a value from 1 to 9, or -1"
+
+
 class ListOf:
     """A comma-separated list whose items are among ``options``."""
 
@@ -309,6 +319,14 @@ SETTINGS: tuple[Setting, ...] = (
     _S("fetch.max.bytes", "int", 55 * 1024**2, "Most bytes one fetch answer carries.", AtLeast(1024)),
     _S("compression.type", "string", "producer", "Topic compression; producer: keep the producer's codec.",
        OneOf(*_COMPRESSION)),
+    _S("compression.gzip.level", "int", -1, "gzip level of batches the broker compresses (-1: the codec's "
+       "default); not read: kbroker compresses at the codecs' default levels.", GzipLevel(), used=False),
+    _S("compression.lz4.level", "int", 9, "lz4 level of batches the broker compresses; not read.",
+       Between(1, 17), used=False),
+    _S("compression.zstd.level", "int", 3, "zstd level of batches the broker compresses; not read.",
+       Between(-131072, 22), used=False),
+    _S("max.decompressed.message.bytes", "int", 2147483639, "Largest decompressed size of a batch the broker "
+       "decompresses; not read.", AtLeast(1), used=False),
     _S("max.incremental.fetch.session.cache.slots", "int", 1000, "Fetch sessions (KIP-227) kept at once; a new "
        "one past it evicts an idle or smaller one, or opens none.", AtLeast(0)),
     _S("unclean.leader.election.enable", "bool", False, "Let an out-of-sync replica become leader, losing data; "
@@ -360,7 +378,7 @@ SETTINGS: tuple[Setting, ...] = (
        "set.", AtLeast(1)),
     _S("group.share.max.heartbeat.interval.ms", "int", 15000, "Longest share.heartbeat.interval.ms a group may "
        "set.", AtLeast(1)),
-    _S("group.share.max.size", "short", 200, "Most members of a share group.", Between(1, 1000)),
+    _S("group.share.max.size", "int", 200, "Most members of a share group.", Between(1, 1000)),
     _S("group.share.record.lock.duration.ms", "int", 30000, "How long a share consumer holds the records it "
        "acquired before they are released (share.record.lock.duration.ms overrides it per group).", AtLeast(1000)),
     _S("group.share.min.record.lock.duration.ms", "int", 15000, "Shortest share.record.lock.duration.ms a group "
@@ -454,7 +472,15 @@ SETTINGS: tuple[Setting, ...] = (
        "registry."),
     _S("confluent.key.schema.validation", "bool", False, "Confluent Server's name: the same for record keys."),
     _S("log.preallocate", "bool", False, "Kafka's segment preallocation; not done here.", used=False),
-    _S("num.recovery.threads.per.data.dir", "int", 1, "Kafka's recovery thread count; unused here.", AtLeast(1),
+    _S("log.local.retention.ms", "long", -2, "Tiered storage's local retention time (-2: retention.ms); "
+       "not read: kbroker has no tiered storage.", AtLeast(-2), used=False),
+    _S("log.local.retention.bytes", "long", -2, "Tiered storage's local retention size (-2: retention.bytes); "
+       "not read.", AtLeast(-2), used=False),
+    _S("log.remote.copy.lag.ms", "long", 0, "Tiered storage's delay before a segment is copied; not read.",
+       AtLeast(-1), used=False),
+    _S("log.remote.copy.lag.bytes", "long", -1, "Tiered storage's bytes held back from copying; not read.",
+       AtLeast(-1), used=False),
+    _S("num.recovery.threads.per.data.dir", "int", 2, "Kafka's recovery thread count; unused here.", AtLeast(1),
        used=False),
 )
 
@@ -478,7 +504,8 @@ CLUSTER_DEFAULTS: dict[str, object] = {
 assert all(setting.type in TYPES for setting in SETTINGS)
 
 # Topic config -> the broker settings that supply its default, first set one wins (Kafka's
-# ServerTopicConfigSynonyms), each with the factor that turns its unit into the topic's.
+# ServerTopicConfigSynonyms), each with the factor that turns its unit into the topic's. The topic configs
+# themselves (types, rules, the ones with no broker default) are kbroker/config/topic_definitions.py's.
 TOPIC_CONFIG_SYNONYMS: dict[str, tuple[tuple[str, int], ...]] = {
     "segment.bytes": (("log.segment.bytes", 1),),
     "segment.ms": (("log.roll.ms", 1), ("log.roll.hours", HOUR_MS)),
@@ -502,6 +529,15 @@ TOPIC_CONFIG_SYNONYMS: dict[str, tuple[tuple[str, int], ...]] = {
     "message.timestamp.type": (("log.message.timestamp.type", 1),),
     "message.timestamp.before.max.ms": (("log.message.timestamp.before.max.ms", 1),),
     "message.timestamp.after.max.ms": (("log.message.timestamp.after.max.ms", 1),),
+    "compression.gzip.level": (("compression.gzip.level", 1),),
+    "compression.lz4.level": (("compression.lz4.level", 1),),
+    "compression.zstd.level": (("compression.zstd.level", 1),),
+    "preallocate": (("log.preallocate", 1),),
+    "local.retention.ms": (("log.local.retention.ms", 1),),
+    "local.retention.bytes": (("log.local.retention.bytes", 1),),
+    "remote.copy.lag.ms": (("log.remote.copy.lag.ms", 1),),
+    "remote.copy.lag.bytes": (("log.remote.copy.lag.bytes", 1),),
+    "max.decompressed.message.bytes": (("max.decompressed.message.bytes", 1),),
     "confluent.value.schema.validation": (("confluent.value.schema.validation", 1),),
     "confluent.key.schema.validation": (("confluent.key.schema.validation", 1),),
 }

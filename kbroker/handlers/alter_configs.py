@@ -1,8 +1,8 @@
 """AlterConfigs (33): replace a topic's whole set of overrides, a broker's dynamic configs or a group's configs."""
 
 from kbroker import handlers
-from kbroker.config.admin import (BROKER_RESOURCE, SET, alter_authorized, alter_resources, check_broker_change, plan_alter,
-                             refuse_resources)
+from kbroker.config.admin import (BROKER_RESOURCE, SET, alter_authorized, alter_resources, check_broker_change,
+                                  check_change_form, plan_alter, refuse_resources)
 from kbroker.config.group_config_admin import plan_group_change
 from kbroker.metadata.image import GROUP_RESOURCE
 from kbroker.wire.errors import ErrorCode
@@ -18,9 +18,10 @@ def _refusal(request, code: int = ErrorCode.NOT_CONTROLLER):
 
 @handlers.handles("AlterConfigs", 0, 2)
 async def handle(broker, context, request):
-    """A broker checks a change to broker configs itself (Kafka's ConfigAdminManager.preprocess) before
-    it makes or forwards it."""
+    """A broker checks a change itself (Kafka's ConfigAdminManager.preprocess) before it makes or forwards
+    it: of any resource, a name given twice and a null value (INVALID_REQUEST); of a broker, the rest."""
     def check(resource):
+        check_change_form([(c.name, SET, c.value) for c in resource.configs], legacy=True)
         if resource.resource_type == BROKER_RESOURCE:
             check_broker_change(broker.static_config, broker.image, broker.node_id, broker.listener_protocols,
                                 resource.resource_name, [(c.name, SET, c.value) for c in resource.configs], legacy=True)

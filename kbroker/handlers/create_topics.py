@@ -2,6 +2,7 @@
 
 from kbroker import handlers
 from kbroker.config.admin import ConfigsError, topic_entries, validate_topic_configs
+from kbroker.config.topic_definitions import TOPIC_CONFIG_NAMES
 from kbroker.metadata import records
 from kbroker.security.acls import AclOperation, ResourceType
 from kbroker.security.authorization import allowed, allowed_on_cluster
@@ -25,13 +26,20 @@ def _refusal(request, code: int = ErrorCode.NOT_CONTROLLER):
 @handlers.handles("CreateTopics", 2, 7)
 async def handle(broker, context, request):
     """CREATE on the cluster or on the topic is needed, and the client's controller_mutation_rate
-    must allow the partitions (both checked here, before a forward to the controller)."""
+    must allow the partitions (both checked here, before a forward to the controller). A name given
+    twice is answered once, INVALID_REQUEST, and not created, before anything else is checked (Kafka's
+    KafkaApis)."""
+    names = [topic.name for topic in request.topics]
+    duplicates = list(dict.fromkeys(name for name in names if names.count(name) > 1))
+    request.topics = [topic for topic in request.topics if topic.name not in duplicates]
     wanted = request.topics
     if not allowed_on_cluster(broker, context, AclOperation.CREATE):
         request.topics = [t for t in wanted
                           if allowed(broker, context, AclOperation.CREATE, ResourceType.TOPIC, t.name)]
-    refused = [Result(name=t.name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
-                      error_message="Authorization failed.") for t in wanted if t not in request.topics]
+    refused = [Result(name=name, error_code=ErrorCode.INVALID_REQUEST, error_message="Duplicate topic name.")
+               for name in duplicates]
+    refused += [Result(name=t.name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                       error_message="Authorization failed.") for t in wanted if t not in request.topics]
     if not request.validate_only:
         request.topics, throttled = handlers.admit_mutations(
             broker, context, request.topics, lambda topic: _partitions(broker, topic), _STRICT_QUOTA_FROM)
@@ -56,14 +64,9 @@ def _partitions(broker, topic) -> int:
 async def _create(broker, context, request):
     """Plan the topics against the image, commit them with the owner's ``submit`` (a lone broker's
     metadata log, or the controller quorum)."""
-    known_configs = set(broker.config.log_config_defaults())
+    known_configs = TOPIC_CONFIG_NAMES
     results, plans = [], []
-    seen = set()
-    for topic in request.topics:
-        if topic.name in seen:
-            results.append(Result(name=topic.name, error_code=ErrorCode.INVALID_REQUEST, error_message="Duplicate topic name."))
-            continue
-        seen.add(topic.name)
+    for topic in request.topics:  # no name twice: handle() answered those
         wanted = TopicRequest(
             topic.name, topic.num_partitions, topic.replication_factor,
             {a.partition_index: list(a.broker_ids) for a in topic.assignments},
@@ -87,7 +90,7 @@ async def _create(broker, context, request):
         if context.api_version >= _CONFIGS_FROM:
             overrides = {name: value for name, value in wanted.configs.items() if value is not None}
             configs = [TopicConfig(name=e.name, value=e.value, read_only=e.read_only, config_source=e.source, is_sensitive=e.sensitive)
-                       for e in topic_entries(broker.config_layers, overrides)]
+                       for e in topic_entries(broker.config_layers, overrides, as_given=True)]
         results.append(Result(name=topic.name, topic_id=plan[0].topic_id, error_message=None,  # null, not ""
                               num_partitions=len(partitions), replication_factor=len(partitions[0].replicas),
                               configs=configs))

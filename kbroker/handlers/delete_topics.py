@@ -11,6 +11,8 @@ from kbroker.wire.schema import API_BY_NAME
 DeleteTopicsResponse = API_BY_NAME["DeleteTopics"].response_class
 Result = DeleteTopicsResponse.DeletableTopicResult
 _STRICT_QUOTA_FROM = 5  # v5+ may be answered THROTTLING_QUOTA_EXCEEDED (KIP-599)
+_UNKNOWN = {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: "This server does not host this topic-partition.",
+            ErrorCode.UNKNOWN_TOPIC_ID: "This server does not host this topic ID."}
 
 
 def _refusal(request, code: int = ErrorCode.NOT_CONTROLLER):
@@ -59,9 +61,9 @@ async def _delete(broker, context, request):
     results, removals, removed = [], [], set()
     for name, topic_id in wanted:
         topic = broker.image.topics.get(name) if name is not None else broker.image.topic_by_id(topic_id)
-        if topic is None:
+        if topic is None:  # with the error's own message, as Kafka's controller answers (v5+ carry it)
             code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if name is not None else ErrorCode.UNKNOWN_TOPIC_ID
-            results.append(Result(name=name, topic_id=topic_id, error_code=code))
+            results.append(Result(name=name, topic_id=topic_id, error_code=code, error_message=_UNKNOWN[code]))
             continue
         results.append(Result(name=topic.name, topic_id=topic.topic_id))
         if topic.name not in removed:

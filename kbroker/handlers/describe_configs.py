@@ -1,8 +1,9 @@
-"""DescribeConfigs (32): topic, broker and group configs with their sources, synonyms, types and docs."""
+"""DescribeConfigs (32): topic, broker, broker logger and group configs with their sources, synonyms, types and docs."""
 
 from kbroker import handlers
 from kbroker.config.admin import BROKER_RESOURCE, ConfigsError, config_authorization_error, describe_broker, describe_topic
 from kbroker.config.group_config_admin import describe_group
+from kbroker.config.loggers import BROKER_LOGGER_RESOURCE, describe_loggers
 from kbroker.security.acls import AclOperation
 from kbroker.metadata.image import GROUP_RESOURCE, TOPIC_RESOURCE
 from kbroker.wire.errors import ErrorCode
@@ -30,6 +31,8 @@ async def handle(broker, context, request):
                 entries = describe_broker(broker.config_layers, broker.node_id, resource.resource_name, keys)
             elif resource.resource_type == GROUP_RESOURCE:
                 entries = describe_group(broker.config_layers, broker.image, resource.resource_name, keys)
+            elif resource.resource_type == BROKER_LOGGER_RESOURCE:
+                entries = describe_loggers(broker.node_id, resource.resource_name, keys)
             else:
                 raise ConfigsError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type: {resource.resource_type}")
         except ConfigsError as error:

@@ -120,6 +120,12 @@ def test_every_setting_not_acted_on_is_listed_among_the_differences_from_kafka()
     assert unlisted == []
 
 
+def test_every_topic_config_not_acted_on_is_listed_among_the_differences_from_kafka():
+    from kbroker.config.topic_definitions import TOPIC_SETTINGS
+    differences = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "kafka-differences.md").read_text()
+    assert [name for name, setting in TOPIC_SETTINGS.items() if not setting.used and f"`{name}`" not in differences] == []
+
+
 # --- precedence and sources ---
 
 def test_precedence_is_default_file_environment_override(tmp_path):
@@ -455,6 +461,9 @@ def test_topic_defaults_come_from_their_broker_synonyms():
         "compression.type": "lz4", "message.timestamp.type": "LogAppendTime",
         "message.timestamp.before.max.ms": 2**63 - 1, "message.timestamp.after.max.ms": 2**63 - 1,
         "confluent.value.schema.validation": False, "confluent.key.schema.validation": False,
+        "compression.gzip.level": -1, "compression.lz4.level": 9, "compression.zstd.level": 3, "preallocate": False,
+        "local.retention.ms": -2, "local.retention.bytes": -2, "remote.copy.lag.ms": 0, "remote.copy.lag.bytes": -1,
+        "max.decompressed.message.bytes": 2147483639,
     }
     assert cfg.topic_default_origin("segment.ms") == ("log.roll.hours", Origin(Source.OVERRIDE, "log.roll.hours=1"))
     assert cfg.topic_default_origin("retention.ms") == (None, Origin(Source.DEFAULT))

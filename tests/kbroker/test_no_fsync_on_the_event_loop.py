@@ -39,7 +39,7 @@ def fsyncs_on_the_loop(monkeypatch):
 
 def test_a_working_single_node_fsyncs_only_off_its_event_loop(fsyncs_on_the_loop):
     with running_broker() as broker:
-        broker.create_topic("rolling", 2, {"segment.bytes": 4096, "index.interval.bytes": 256})
+        broker.create_topic("rolling", 2, {"internal.segment.bytes": 4096, "index.interval.bytes": 256})
         broker.create_topic("doomed", 3)
         producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all", "linger.ms": 0,
                              "enable.idempotence": True})
