@@ -351,3 +351,17 @@ def test_a_fenced_producer_is_told_in_the_code_its_request_version_knows(broker,
                 producer_epoch=current.producer_epoch + 5))
             assert answer.error_code == (ErrorCode.PRODUCER_FENCED if init_version >= 4
                                          else ErrorCode.INVALID_PRODUCER_EPOCH)
+
+
+def test_describe_producers_tells_a_topic_it_does_not_know_with_kafkas_message(broker):
+    """Kafka's KafkaApis refuses an unknown topic with ApiError's message; a partition past the topic's count
+    is the replica manager's answer, without one."""
+    DescribeProducers = API_BY_NAME["DescribeProducers"].request_class
+    answer = call(broker.port, "DescribeProducers", 0, DescribeProducers(topics=[
+        DescribeProducers.TopicRequest(name=TOPIC, partition_indexes=[0, 9]),
+        DescribeProducers.TopicRequest(name="never-made", partition_indexes=[0])]))
+    known, unknown = answer.topics
+    assert [(p.error_code, p.error_message) for p in known.partitions] == [
+        (ErrorCode.NONE, None), (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)]
+    assert [(p.error_code, p.error_message) for p in unknown.partitions] == [
+        (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")]

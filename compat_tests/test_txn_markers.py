@@ -137,6 +137,11 @@ def test_transactional_offset_commits_count_only_after_the_commit_marker_and_sur
         commit_in_transaction(9)
         end(port, pid, epoch, commit=True, topic="__consumer_offsets")
         assert committed_offset(port, "g") == (9, ErrorCode.NONE)
+        # Undecided over a committed offset: Kafka tells the error with no offset (INVALID_OFFSET), not the old one.
+        commit_in_transaction(12)
+        assert committed_offset(port, "g", require_stable=True) == (-1, ErrorCode.UNSTABLE_OFFSET_COMMIT)
+        assert committed_offset(port, "g") == (9, ErrorCode.NONE)
+        end(port, pid, epoch, commit=False, topic="__consumer_offsets")
     with running_broker(data_dir, settings={"offsets.topic.num.partitions": 1}) as broker:
         # Rebuilt from __consumer_offsets: the aborted commit stays out, the committed one is back.
         answers = [committed_offset(broker.port, "g") for _ in range(50)]

@@ -18,3 +18,9 @@ Effects are handled in order: records are made durable before any answer that
 depends on them leaves (Kafka answers a SyncGroup or OffsetCommit only after
 its records are written).
 """
+
+
+def client_address(context) -> str:
+    """A member's client host as Kafka records and describes it: Java's InetAddress.toString() of the
+    connection's peer, "/127.0.0.1"."""
+    return f"/{context.client_host}"

@@ -374,6 +374,8 @@ class ClassicGroup:
 
     def sync(self, waiter: int, request, api_version: int, now_ms: int) -> list:
         def answer(code: int, assignment: bytes = b"") -> list:
+            if code:  # Kafka names the protocol only in an assignment
+                return [Respond(waiter, SyncGroupResponse(error_code=code, assignment=b""))]
             return [Respond(waiter, SyncGroupResponse(error_code=code, protocol_type=self.protocol_type,
                                                       protocol_name=self.protocol_name, assignment=assignment))]
 
@@ -537,7 +539,7 @@ class ClassicGroup:
             DescribedMember(member_id=m.member_id, group_instance_id=m.group_instance_id, client_id=m.client_id,
                             client_host=m.client_host,
                             member_metadata=m.metadata_for(self.protocol_name) if stable else b"",
-                            member_assignment=m.assignment if stable else b"")
+                            member_assignment=m.assignment)  # Kafka's describeNoMetadata keeps it too
             for m in self.members.values()
         ]
         return DescribedGroup(error_code=ErrorCode.NONE, group_id=self.group_id, group_state=self.state.value,

@@ -42,6 +42,7 @@ from kbroker.wire.errors import ErrorCode
 from kbroker.wire.schema import API_BY_NAME
 
 HeartbeatResponse = API_BY_NAME["ConsumerGroupHeartbeat"].response_class
+_OFFSET_COMMIT_EPOCH_FROM = 9  # OffsetCommit v9+ carries a member epoch (KIP-848)
 DescribedGroup = API_BY_NAME["ConsumerGroupDescribe"].response_class.DescribedGroup
 
 LEAVE_GROUP_MEMBER_EPOCH = -1
@@ -90,7 +91,7 @@ class ConsumerGroup:
                  member_id_factory: Callable[[], str]) -> None:
         self.group_id = group_id
         self.config = config
-        self.group_epoch = 0
+        self.group_epoch = 1  # Kafka 4.4's ModernGroup starts at 1: a new group's first bump makes epoch 2
         self.assignment_epoch = 0
         self.members: dict[str, ConsumerGroupMember] = {}
         self.target_assignment: dict[str, dict[uuid.UUID, frozenset[int]]] = {}
@@ -138,14 +139,14 @@ class ConsumerGroup:
         try:
             self._validate(request, api_version)
             if request.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
-                response = self._leave(request, topics, written)
+                response = self._leave(request, topics, written)  # no heartbeat interval: 0, as Kafka's
             else:
                 response = self._heartbeat(request, client_id, client_host, topics, now_ms, written)
+                response.heartbeat_interval_ms = self.config.heartbeat_interval_ms
         except _Refused as refused:
-            # Refusals happen before anything is written, so the group is unchanged.
-            response = HeartbeatResponse(error_code=refused.error_code, error_message=str(refused), member_epoch=-1,
-                                         heartbeat_interval_ms=self.config.heartbeat_interval_ms)
-        response.heartbeat_interval_ms = self.config.heartbeat_interval_ms
+            # Refusals happen before anything is written, so the group is unchanged. Kafka's refusal sets
+            # only the error: member epoch and heartbeat interval are left 0.
+            response = refusal(refused.error_code, str(refused))
         return response, self._persist(written, now_ms)
 
     def _validate(self, request, api_version: int) -> None:
@@ -322,6 +323,9 @@ class ConsumerGroup:
         self._refresh_subscriptions(topics, written, bump=True)
         if self.members:
             self._update_target_assignment(written)
+        else:  # as Kafka's consumerGroupFenceMembers: the last one gone, the (empty) target is at the new epoch
+            self._write(written, records.ConsumerGroupTargetAssignmentMetadataKey(group_id=self.group_id),
+                        records.ConsumerGroupTargetAssignmentMetadataValue(assignment_epoch=self.group_epoch))
 
     def _remove_member_records(self, member_id: str, written: list) -> None:
         # Kafka's order: the assignment (releasing its partitions), the target, then the member itself.
@@ -428,14 +432,18 @@ class ConsumerGroup:
 
     # -- offsets and admin ------------------------------------------------------------------
 
-    def validate_offset_commit(self, member_id: str, member_epoch: int) -> int:
+    def validate_offset_commit(self, member_id: str, member_epoch: int, api_version: int | None = None) -> int:
+        """Whether this member may commit (or fetch) the group's offsets, as Kafka's ConsumerGroup
+        validateOffsetCommit: ``api_version`` an OffsetCommit's (None: a fetch or a transactional commit)."""
         # Epoch -1 comes from admin clients and consumers outside the group: allowed while it is empty.
         if member_epoch < 0 and not self.members:
             return ErrorCode.NONE
         member = self.members.get(member_id)
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
-        if member_epoch != member.member_epoch:
+        if api_version is not None and api_version < _OFFSET_COMMIT_EPOCH_FROM:
+            return ErrorCode.UNSUPPORTED_VERSION  # a KIP-848 member commits with its epoch (v9+)
+        if member_epoch != member.member_epoch:  # ahead or behind: STALE_MEMBER_EPOCH, as Kafka's commit check
             return ErrorCode.STALE_MEMBER_EPOCH
         return ErrorCode.NONE
 
@@ -452,7 +460,7 @@ class ConsumerGroup:
             Member(member_id=member.member_id, instance_id=member.instance_id, rack_id=member.rack_id,
                    member_epoch=member.member_epoch, client_id=member.client_id, client_host=member.client_host,
                    subscribed_topic_names=sorted(member.subscribed_topic_names),
-                   subscribed_topic_regex=member.subscribed_topic_regex,
+                   subscribed_topic_regex=member.subscribed_topic_regex or "",  # Kafka's member keeps "" for none
                    assignment=assignment(member.assigned_partitions),
                    target_assignment=assignment(self.target_assignment.get(member.member_id, {})),
                    member_type=_CONSUMER_MEMBER_TYPE)
@@ -603,3 +611,9 @@ def _with_request(member: ConsumerGroupMember, request, client_id: str, client_h
         subscribed_topic_names=member.subscribed_topic_names if names is None else frozenset(names),
         subscribed_topic_regex=member.subscribed_topic_regex if regex is None else (regex or None),
         client_id=client_id, client_host=client_host)
+
+
+def refusal(error_code: int, message: str | None) -> HeartbeatResponse:
+    """A refused ConsumerGroupHeartbeat as Kafka answers it: the error and its message, every other
+    field at its default (member epoch 0, heartbeat interval 0)."""
+    return HeartbeatResponse(error_code=error_code, error_message=message, member_epoch=0, heartbeat_interval_ms=0)

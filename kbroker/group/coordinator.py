@@ -214,6 +214,15 @@ class GroupCoordinator:
 
         return group, [Persist(((records.GroupMetadataKey(group=group_id), None),), on_failure=failed)]
 
+    def restore_group(self, group_id: str, previous) -> None:
+        """Put back what ``group_id`` was (None: no group) before a request that made it a new consumer
+        group was refused, before anything of it was written."""
+        if previous is None:
+            self.groups.pop(group_id, None)
+        else:
+            self.groups[group_id] = previous
+        self.consumer_writes.forget(group_id)
+
     # -- share groups (KIP-932) ---------------------------------------------------------
 
     def share_group(self, group_id: str, member_epoch: int, now_ms: int) -> ShareGroup:
@@ -305,7 +314,8 @@ class GroupCoordinator:
         """Validate and store ``commits``: (error code per partition, effects)."""
         self._check_committer(group_id, member_id, group_instance_id, generation_or_epoch,
                               # v9+ says GROUP_ID_NOT_FOUND; older versions keep ILLEGAL_GENERATION, as Kafka.
-                              ErrorCode.GROUP_ID_NOT_FOUND if api_version >= 9 else ErrorCode.ILLEGAL_GENERATION)
+                              ErrorCode.GROUP_ID_NOT_FOUND if api_version >= 9 else ErrorCode.ILLEGAL_GENERATION,
+                              api_version=api_version)
         errors, accepted = self._accepted(commits)
         return errors, self._store_offsets(group_id, self.offsets.commit_records(group_id, accepted))
 
@@ -320,7 +330,7 @@ class GroupCoordinator:
                                            producer=(producer_id, producer_epoch))
 
     def _check_committer(self, group_id: str, member_id: str, group_instance_id: str | None, generation_or_epoch: int,
-                         no_group_error: int, *, transactional: bool = False) -> None:
+                         no_group_error: int, *, transactional: bool = False, api_version: int | None = None) -> None:
         """Raise unless this member (or a memberless "simple" committer) may commit the group's offsets.
         A transactional commit without any member identity (TxnOffsetCommit before v3) is not checked, as Kafka."""
         self.check(group_id)
@@ -333,6 +343,8 @@ class GroupCoordinator:
             return
         if isinstance(group, ClassicGroup):
             error = group.validate_offset_commit(member_id, group_instance_id, generation_or_epoch)
+        elif group.kind == "consumer":
+            error = group.validate_offset_commit(member_id, generation_or_epoch, api_version)
         else:
             error = group.validate_offset_commit(member_id, generation_or_epoch)
         if error:

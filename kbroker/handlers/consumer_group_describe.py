@@ -35,8 +35,9 @@ def describe_each(broker, context, request, find, described_class) -> list:
             require_group(broker, context, AclOperation.DESCRIBE, group_id)
             group = find(group_id)
         except CoordinatorError as error:
+            # As Kafka's getErrorDescribedGroupList: the error, every other field at its default.
             described.append(described_class(error_code=error.error_code, error_message=str(error), group_id=group_id,
-                                             group_state="Dead", group_epoch=-1, assignment_epoch=-1,
+                                             group_state="", group_epoch=0, assignment_epoch=0,
                                              assignor_name="", members=[]))
             continue
         described.append(group.describe(broker.groups.topics_view()))

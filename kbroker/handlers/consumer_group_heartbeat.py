@@ -11,10 +11,9 @@ from kbroker.config.group_configs import apply_group_timings
 from kbroker.security.acls import AclOperation
 from kbroker.security.authorization import require_group
 from kbroker.effects import CoordinatorError
+from kbroker.group import client_address
+from kbroker.group.consumer import refusal
 from kbroker.wire.errors import ErrorCode
-from kbroker.wire.schema import API_BY_NAME
-
-ConsumerGroupHeartbeatResponse = API_BY_NAME["ConsumerGroupHeartbeat"].response_class
 
 
 @handlers.handles("ConsumerGroupHeartbeat", 0, 1)
@@ -25,14 +24,17 @@ async def handle(broker, context, request):
         require_group(broker, context, AclOperation.READ, request.group_id)
         if not request.group_id:
             raise CoordinatorError(ErrorCode.INVALID_REQUEST, "GroupId can't be empty.")
+        previous = shell.coordinator.groups.get(request.group_id)
         group, conversion = shell.coordinator.consumer_group(request.group_id, now, create=request.member_epoch == 0)
         apply_group_timings(group, broker.image, broker.config)
         response, effects = group.heartbeat(request, context.api_version, context.header.client_id or "",
-                                            context.client_host, shell.topics_view(), now)
+                                            client_address(context), shell.topics_view(), now)
     except CoordinatorError as error:
-        return ConsumerGroupHeartbeatResponse(error_code=error.error_code, error_message=str(error), member_epoch=-1,
-                                              heartbeat_interval_ms=0)
+        return refusal(error.error_code, str(error))
+    if response.error_code != ErrorCode.NONE and group is not previous:
+        # A refused join leaves no group behind (Kafka drops what a failed request made with it).
+        shell.coordinator.restore_group(request.group_id, previous)
+        return response
     if not await shell.wait_applied(request.group_id, conversion + effects):
-        return ConsumerGroupHeartbeatResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, member_epoch=-1,
-                                              heartbeat_interval_ms=0)
+        return refusal(ErrorCode.COORDINATOR_NOT_AVAILABLE, None)
     return response

@@ -34,7 +34,9 @@ async def handle(broker: HandlerNode, context, request):
     if context.api_version >= _BATCHED_FROM:
         return FindCoordinatorResponse(coordinators=found)
     [one] = found
-    return FindCoordinatorResponse(error_code=one.error_code, error_message=one.error_message, node_id=one.node_id, host=one.host, port=one.port)
+    # Before v4 Kafka's answer carries Errors.message(): the error's name when there is no error.
+    message = "NONE" if one.error_code == ErrorCode.NONE else one.error_message
+    return FindCoordinatorResponse(error_code=one.error_code, error_message=message, node_id=one.node_id, host=one.host, port=one.port)
 
 
 async def _find(broker: HandlerNode, context, key_type: int, key: str) -> Coordinator:
@@ -42,8 +44,6 @@ async def _find(broker: HandlerNode, context, key_type: int, key: str) -> Coordi
         return _refused(key, ErrorCode.INVALID_REQUEST, f"Unknown coordinator type {key_type}")
     if key_type == SHARE and context.api_version < _SHARE_FROM:
         return _refused(key, ErrorCode.INVALID_REQUEST, f"A share coordinator is found from v{_SHARE_FROM}")
-    if not key:
-        return _refused(key, ErrorCode.INVALID_REQUEST, "The coordinator key must not be empty")
     if key_type == GROUP and not allowed(broker, context, AclOperation.DESCRIBE, ResourceType.GROUP, key):
         return _refused(key, ErrorCode.GROUP_AUTHORIZATION_FAILED, None)
     if key_type == TRANSACTION and not allowed(broker, context, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from kbroker import handlers
 from kbroker.effects import CoordinatorError
+from kbroker.group import client_address
 from kbroker.security.acls import AclOperation
 from kbroker.security.authorization import require_group
 from kbroker.wire.errors import ErrorCode
@@ -30,7 +31,7 @@ async def handle(broker, context, request):
         return _as_kafka_sends(JoinGroupResponse(error_code=code, member_id=request.member_id, leader="", protocol_name="",
                                                  members=[]), context.api_version)
     waiter = shell.new_waiter()
-    effects = group.join(waiter, request, context.api_version, context.header.client_id or "", context.client_host, shell.now_ms())
+    effects = group.join(waiter, request, context.api_version, context.header.client_id or "", client_address(context), shell.now_ms())
     shell.apply(request.group_id, effects)
     answer = shell.deferred(waiter)
     answered = answer.ready

@@ -89,8 +89,10 @@ def _fetch(broker: HandlerNode, context, group_id: str, wanted, member_id, membe
         if name is not None and not allowed(broker, context, AclOperation.DESCRIBE, ResourceType.TOPIC, name):
             found.append((name, topic_id, [_partition(None, p, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for p in partitions]))
             continue
+        # An unstable partition's offset is not told (Kafka answers INVALID_OFFSET with the error).
         found.append((name, topic_id, [
-            _partition(committed.get((name, p)), p, ErrorCode.UNSTABLE_OFFSET_COMMIT if (name, p) in unstable else code)
+            _partition(None, p, ErrorCode.UNSTABLE_OFFSET_COMMIT) if (name, p) in unstable
+            else _partition(committed.get((name, p)), p, code)
             for p in partitions]))
     return ErrorCode.NONE, found
 

@@ -42,6 +42,7 @@ ListedTransaction = API_BY_NAME["ListTransactions"].response_class.TransactionSt
 
 OFFSETS_TOPIC = "__consumer_offsets"
 _END_TXN_TV2_FROM = 5  # EndTxn v5+ is sent only by clients of transaction version 2
+_COMPLETED = frozenset({TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT})
 _COMPLETE_RETRY_MS = 500  # a completion whose write failed is written again after this
 
 
@@ -223,7 +224,7 @@ class TransactionCoordinator:
         if meta is None:
             return answer(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
         client_version = TRANSACTION_VERSION_2 if api_version >= _END_TXN_TV2_FROM else 0
-        v2 = meta.client_version >= TRANSACTION_VERSION_2
+        v2 = client_version >= TRANSACTION_VERSION_2  # the request's, as Kafka's endTransaction judges a retry
         # With TV2 the coordinator bumped the epoch when it prepared, so a retry carries the epoch before.
         retried_bump = v2 and meta.producer_epoch == producer_epoch + 1
         retried_overflow = (v2 and meta.previous_producer_id == producer_id and producer_epoch == EPOCH_MAX - 1
@@ -234,15 +235,20 @@ class TransactionCoordinator:
             valid_epoch = producer_epoch == meta.producer_epoch
         elif meta.state in PREPARING:
             valid_epoch = retried_bump
-        else:
-            valid_epoch = retried_bump or retried_overflow
+        else:  # completed: a retry of its end, or (the current epoch) the next transaction's end
+            valid_epoch = retried_bump or retried_overflow or producer_epoch == meta.producer_epoch
         if not valid_epoch:
             return answer(ErrorCode.PRODUCER_FENCED)
         if meta.pending is not None:
             return answer(ErrorCode.CONCURRENT_TRANSACTIONS)
         wanted = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
         deciding = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
-        if meta.state is TxnState.ONGOING:
+        # TV2: an abort with the current epoch after a completed transaction is not a retry but a new
+        # (empty) transaction's end, aborted with the epoch bumped, as Kafka's endTransaction does (the
+        # producer cannot know whether its partitions were added).
+        empty_abort = (v2 and not commit and meta.state in _COMPLETED
+                       and producer_epoch == meta.producer_epoch and not (retried_bump or retried_overflow))
+        if meta.state is TxnState.ONGOING or empty_abort:
             bump = client_version >= TRANSACTION_VERSION_2
             next_producer_id = (self._allocate_producer_id() if bump and epoch_exhausted(meta.producer_epoch)
                                 else NO_PRODUCER_ID)
@@ -250,7 +256,7 @@ class TransactionCoordinator:
                                             next_producer_id=next_producer_id)
             effects.insert(1, answer(ErrorCode.NONE, target)[0])
             return effects
-        if meta.state is wanted:
+        if meta.state is wanted and (retried_bump or retried_overflow or not v2):
             return answer(ErrorCode.NONE, meta)  # a retry of the EndTxn that completed it
         if meta.state is deciding:
             return answer(ErrorCode.CONCURRENT_TRANSACTIONS)

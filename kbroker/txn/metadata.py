@@ -63,7 +63,7 @@ _PREVIOUS = {
     TxnState.EMPTY: COMPLETE,
     TxnState.ONGOING: COMPLETE | {TxnState.ONGOING},
     TxnState.PREPARE_COMMIT: {TxnState.ONGOING},
-    TxnState.PREPARE_ABORT: {TxnState.ONGOING},
+    TxnState.PREPARE_ABORT: {TxnState.ONGOING, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT},  # TV2: an empty abort
     TxnState.COMPLETE_COMMIT: {TxnState.PREPARE_COMMIT},
     TxnState.COMPLETE_ABORT: {TxnState.PREPARE_ABORT},
     TxnState.DEAD: COMPLETE,

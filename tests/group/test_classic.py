@@ -178,6 +178,30 @@ def test_a_new_member_makes_the_others_rejoin():
     assert {story.answers[w].generation_id for w in rejoins + [waiter]} == {generation + 1}
 
 
+def test_a_group_described_while_it_rebalances_keeps_its_members_assignments():
+    """As Kafka's describeNoMetadata: no protocol metadata outside Stable, but the assignment a member has."""
+    story = Story()
+    ids, generation = three_stable_members(story)
+    story.join(story.new_member(client="c3"))
+    described = story.group.describe()
+    assert described.group_state == "PreparingRebalance" and described.protocol_data == ""
+    assignments = {m.member_id: m.member_assignment for m in described.members}
+    assert {m: assignments[m] for m in ids} == {m: m.encode() for m in ids}
+    assert {m.member_metadata for m in described.members} == {b""}
+
+
+def test_a_refused_sync_names_no_protocol():
+    """Kafka's SyncGroup v5 names the protocol type and name only beside an assignment."""
+    story = Story()
+    ids, generation = three_stable_members(story)
+    refused = story.answers[story.sync(ids[0], generation + 7)]
+    assert (refused.error_code, refused.protocol_type, refused.protocol_name) == (ErrorCode.ILLEGAL_GENERATION, None, None)
+    refused = story.answers[story.sync("nobody", generation)]
+    assert (refused.error_code, refused.protocol_type, refused.protocol_name) == (ErrorCode.UNKNOWN_MEMBER_ID, None, None)
+    given = story.answers[story.sync(ids[0], generation)]
+    assert (given.error_code, given.protocol_type, given.protocol_name) == (ErrorCode.NONE, "consumer", "range")
+
+
 def test_a_member_that_does_not_rejoin_is_dropped_at_the_rebalance_timeout():
     story = Story()
     ids, generation = three_stable_members(story)

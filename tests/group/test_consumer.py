@@ -169,11 +169,11 @@ def test_first_member_joins_gets_every_partition_and_the_heartbeat_interval():
     harness = Harness()
     response = harness.client("a").join()
     assert response.member_id == "a"
-    assert response.member_epoch == 1
+    assert response.member_epoch == 2  # a new group is at epoch 1 (Kafka 4.4's ModernGroup): its first bump is 2
     assert response.heartbeat_interval_ms == HEARTBEAT_INTERVAL_MS
     assert [(t.topic_id, t.partitions) for t in response.assignment.topic_partitions] == [(ORDERS, [0, 1, 2, 3, 4, 5])]
     group = harness.group
-    assert (group.group_epoch, group.assignment_epoch, group.state) == (1, 1, ConsumerGroupState.STABLE)
+    assert (group.group_epoch, group.assignment_epoch, group.state) == (2, 2, ConsumerGroupState.STABLE)
     # Member metadata, the subscribed topics, the epoch bump, the target, its epoch, then the member's assignment.
     assert record_kinds(harness.persisted) == ["MemberMetadata", "PartitionMetadata", "Metadata",
                                                "TargetAssignmentMember", "TargetAssignmentMetadata",
@@ -184,7 +184,7 @@ def test_three_members_on_six_partitions_end_with_two_each():
     harness, a, b, c = three_stable_members()
     assert [len(client.partitions()) for client in (a, b, c)] == [2, 2, 2]
     assert a.partitions() | b.partitions() | c.partitions() == set(range(6))
-    assert a.epoch == b.epoch == c.epoch == harness.group.group_epoch == 3
+    assert a.epoch == b.epoch == c.epoch == harness.group.group_epoch == 4
     assert harness.group.state is ConsumerGroupState.STABLE
 
 
@@ -192,7 +192,7 @@ def test_a_fourth_member_gets_partitions_only_after_their_owner_revoked_them():
     harness, a, b, c = three_stable_members()
     d = harness.client("d")
     response = d.join()
-    assert response.member_epoch == 4
+    assert response.member_epoch == 5
     assert d.partitions() == set()  # its target partitions are still owned by others
     assert harness.group.members["d"].state is MemberState.UNRELEASED_PARTITIONS
     target_d = harness.group.target_assignment["d"][ORDERS]
@@ -203,19 +203,19 @@ def test_a_fourth_member_gets_partitions_only_after_their_owner_revoked_them():
     # The owner is asked to revoke, and stays at its epoch meanwhile.
     before = previous_owner.partitions()
     response = previous_owner.heartbeat(owned={ORDERS: before})
-    assert response.member_epoch == 3
+    assert response.member_epoch == 4
     assert previous_owner.partitions() == kept
     assert harness.group.members[previous_owner.member_id].state is MemberState.UNREVOKED_PARTITIONS
     assert harness.group.state is ConsumerGroupState.RECONCILING
 
     # Until it says it let go, the newcomer waits.
     previous_owner.heartbeat(owned={ORDERS: before})
-    assert previous_owner.epoch == 3
+    assert previous_owner.epoch == 4
     d.heartbeat()
     assert d.partitions() == set()
 
     # Revoked: the owner moves to the new epoch and the partition goes to the newcomer.
-    assert previous_owner.heartbeat().member_epoch == 4
+    assert previous_owner.heartbeat().member_epoch == 5
     d.heartbeat()
     assert d.partitions() == target_d
     harness.settle()
@@ -234,7 +234,7 @@ def test_a_member_whose_session_expires_is_fenced_and_its_partitions_go_to_the_o
 
     effects = harness.tick(c_deadline)
     assert "c" not in harness.group.members
-    assert harness.group.group_epoch == 4 == harness.group.assignment_epoch
+    assert harness.group.group_epoch == 5 == harness.group.assignment_epoch
     assert record_kinds(effects[0].records)[:4] == ["CurrentMemberAssignment-", "TargetAssignmentMember-",
                                                     "MemberMetadata-", "Metadata"]
     harness.clients.remove(c)
@@ -268,8 +268,8 @@ def test_a_member_that_leaves_hands_its_partitions_over():
     harness, a, b, c = three_stable_members()
     response = c.leave()
     assert (response.member_id, response.member_epoch) == ("c", -1)
-    assert response.heartbeat_interval_ms == HEARTBEAT_INTERVAL_MS
-    assert "c" not in harness.group.members and harness.group.group_epoch == 4
+    assert response.heartbeat_interval_ms == 0  # Kafka's leave answer names no interval
+    assert "c" not in harness.group.members and harness.group.group_epoch == 5
     harness.clients.remove(c)
     harness.settle()
     assert a.partitions() | b.partitions() == set(range(6))
@@ -282,6 +282,9 @@ def test_the_last_member_leaving_empties_the_group():
     a.leave()
     assert harness.group.state is ConsumerGroupState.EMPTY and harness.group.is_empty()
     assert harness.group.next_deadline_ms() is None
+    # As Kafka's consumerGroupFenceMembers: the last member gone, the empty target is at the new epoch.
+    assert harness.group.group_epoch == harness.group.assignment_epoch == 3
+    assert record_kinds(harness.persisted)[-2:] == ["Metadata", "TargetAssignmentMetadata"]
 
 
 def test_a_heartbeat_sends_only_what_changed_and_changes_nothing_when_nothing_changed():
@@ -289,13 +292,13 @@ def test_a_heartbeat_sends_only_what_changed_and_changes_nothing_when_nothing_ch
     count = len(harness.persisted)
     response = a.heartbeat()
     assert response.assignment is None  # null: unchanged
-    assert response.member_epoch == 3
+    assert response.member_epoch == 4
     assert len(harness.persisted) == count
     # Changing only the subscription (other fields null) bumps the group epoch.
     harness.topics = topics_view(orders=6, payments=3)
-    harness.send(HeartbeatRequest(group_id="group", member_id="a", member_epoch=3,
+    harness.send(HeartbeatRequest(group_id="group", member_id="a", member_epoch=4,
                                   subscribed_topic_names=["orders", "payments"]))
-    assert harness.group.group_epoch == 4
+    assert harness.group.group_epoch == 5
     assert harness.group.members["a"].subscribed_topic_names == {"orders", "payments"}
     assert harness.group.members["a"].rebalance_timeout_ms == REBALANCE_TIMEOUT_MS  # kept
 
@@ -306,7 +309,7 @@ def test_a_lost_answer_is_tolerated_with_the_previous_epoch_and_a_subset():
     response = harness.send(HeartbeatRequest(group_id="group", member_id="a", member_epoch=previous,
                                              topic_partitions=[]))
     assert response.error_code == ErrorCode.NONE
-    assert response.member_epoch == 3
+    assert response.member_epoch == 4
 
 
 def test_the_server_assignor_is_the_one_members_ask_for(monkeypatch):
@@ -527,10 +530,11 @@ def test_describe_gives_epochs_members_and_assignments_by_topic_name():
     harness, a, b, c = three_stable_members()
     described = harness.group.describe(harness.topics)
     assert (described.group_id, described.group_state, described.group_epoch, described.assignment_epoch,
-            described.assignor_name) == ("group", "Stable", 3, 3, "uniform")
+            described.assignor_name) == ("group", "Stable", 4, 4, "uniform")
     member = next(m for m in described.members if m.member_id == "a")
     assert member.subscribed_topic_names == ["orders"]
     assert member.client_id == "client" and member.client_host == "/127.0.0.1"
+    assert member.subscribed_topic_regex == ""  # Kafka's member keeps "" when it subscribed by names
     assigned = [(t.topic_name, t.partitions) for t in member.assignment.topic_partitions]
     assert assigned == [("orders", sorted(a.partitions()))]
     assert member.target_assignment == member.assignment
@@ -541,9 +545,14 @@ def test_offset_commits_are_checked_against_the_member_epoch():
     assert harness.group.validate_offset_commit("", -1) == ErrorCode.NONE  # an admin, on an empty group
     a = harness.client("a")
     a.join()
-    assert harness.group.validate_offset_commit("a", 1) == ErrorCode.NONE
-    assert harness.group.validate_offset_commit("a", 0) == ErrorCode.STALE_MEMBER_EPOCH
-    assert harness.group.validate_offset_commit("stranger", 1) == ErrorCode.UNKNOWN_MEMBER_ID
+    assert harness.group.validate_offset_commit("a", 2) == ErrorCode.NONE
+    assert harness.group.validate_offset_commit("a", 1) == ErrorCode.STALE_MEMBER_EPOCH
+    assert harness.group.validate_offset_commit("a", 3) == ErrorCode.STALE_MEMBER_EPOCH  # ahead is stale too
+    # OffsetCommit below v9 carries no member epoch: Kafka refuses it to a KIP-848 member.
+    assert harness.group.validate_offset_commit("a", 2, 8) == ErrorCode.UNSUPPORTED_VERSION
+    assert harness.group.validate_offset_commit("a", 2, 9) == ErrorCode.NONE
+    assert harness.group.validate_offset_commit("stranger", 2, 8) == ErrorCode.UNKNOWN_MEMBER_ID
+    assert harness.group.validate_offset_commit("stranger", 2) == ErrorCode.UNKNOWN_MEMBER_ID
     assert harness.group.validate_offset_commit("", -1) == ErrorCode.UNKNOWN_MEMBER_ID  # not while it has members
 
 
@@ -561,25 +570,25 @@ def refused(harness: Harness, request, api_version: int = 1) -> int:
     count = len(harness.persisted)
     response = harness.send(request, api_version)
     assert len(harness.persisted) == count, "a refusal must change nothing"
-    assert response.heartbeat_interval_ms == HEARTBEAT_INTERVAL_MS
+    assert (response.member_epoch, response.heartbeat_interval_ms) == (0, 0)  # Kafka sets only the error
     return response.error_code
 
 
 def test_member_epochs_are_fenced():
     harness, a, b, c = three_stable_members()
-    assert refused(harness, HeartbeatRequest(group_id="group", member_id="a", member_epoch=4)) == \
+    assert refused(harness, HeartbeatRequest(group_id="group", member_id="a", member_epoch=5)) == \
         ErrorCode.FENCED_MEMBER_EPOCH
-    assert refused(harness, HeartbeatRequest(group_id="group", member_id="a", member_epoch=1)) == \
+    assert refused(harness, HeartbeatRequest(group_id="group", member_id="a", member_epoch=2)) == \
         ErrorCode.FENCED_MEMBER_EPOCH
     # The previous epoch, but claiming partitions the member does not have.
     others = sorted(b.partitions())
-    assert refused(harness, HeartbeatRequest(group_id="group", member_id="a", member_epoch=2, topic_partitions=[
+    assert refused(harness, HeartbeatRequest(group_id="group", member_id="a", member_epoch=3, topic_partitions=[
         OwnedPartitions(topic_id=ORDERS, partitions=others)])) == ErrorCode.FENCED_MEMBER_EPOCH
 
 
 def test_unknown_members_are_refused():
     harness, a, b, c = three_stable_members()
-    assert refused(harness, HeartbeatRequest(group_id="group", member_id="x", member_epoch=3)) == \
+    assert refused(harness, HeartbeatRequest(group_id="group", member_id="x", member_epoch=4)) == \
         ErrorCode.UNKNOWN_MEMBER_ID
     assert refused(harness, HeartbeatRequest(group_id="group", member_id="x", member_epoch=-1)) == \
         ErrorCode.UNKNOWN_MEMBER_ID

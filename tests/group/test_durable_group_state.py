@@ -209,11 +209,11 @@ async def test_a_consumer_group_join_not_written_is_undone(node, flusher, nurser
     fail(node, flusher, how)
     answer = await consumer_join(node, "second")
     assert answer.error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
-    assert await consumer_members(node) == {"first": 1}  # the group as its log has it: no second, epoch 1
+    assert await consumer_members(node) == {"first": 2}  # the group as its log has it: no second, epoch 2
 
     fail(node, flusher, None)
     joined = await consumer_join(node, "second")
-    assert (joined.error_code, joined.member_epoch) == (ErrorCode.NONE, 2)
+    assert (joined.error_code, joined.member_epoch) == (ErrorCode.NONE, 3)
     await start_shell(node, nursery)
     assert set(await consumer_members(node)) == {"first", "second"}
 

@@ -301,6 +301,37 @@ def test_transaction_version_2_bumps_the_epoch_at_every_end_txn(shell):
     assert producer_of(shell.end("t", bumped, False, api_version=TV2)) == (producer[0], producer[1] + 2)
 
 
+def test_transaction_version_2_ends_a_transaction_of_nothing_with_an_abort_and_a_bump(shell):
+    """As Kafka's endTransaction with TV2: after a completed transaction, an EndTxn with the current epoch
+    is the next transaction's; an abort of it (its producer cannot know whether partitions were added)
+    is an empty transaction aborted with the epoch bumped; a commit of it is INVALID_TXN_STATE."""
+    producer = producer_of(shell.init("t"))
+    shell.add("t", producer, ("a", 0))
+    bumped = producer_of(shell.end("t", producer, True, api_version=TV2))
+    shell.write_markers()
+    assert shell.end("t", bumped, True, api_version=TV2).error_code == ErrorCode.INVALID_TXN_STATE
+    aborted = producer_of(shell.end("t", bumped, False, api_version=TV2))
+    assert aborted == (producer[0], producer[1] + 2)
+    [markers] = shell.write_markers()
+    assert (markers.partitions, markers.commit) == (frozenset(), False)
+    assert shell.state("t") is TxnState.COMPLETE_ABORT
+    assert producer_of(shell.end("t", bumped, False, api_version=TV2)) == aborted  # its retry: the same answer
+    assert shell.end("t", (producer[0], producer[1] + 9), False, api_version=TV2).error_code == ErrorCode.PRODUCER_FENCED
+
+
+def test_an_end_txn_of_version_2_is_judged_a_retry_by_its_own_version(shell):
+    """Kafka's endTransaction takes the request's transaction version: a TV2 EndTxn with the epoch just before
+    the current one is a retry of the completed end, even of a transaction a TV1 client ended."""
+    first = producer_of(shell.init("t"))
+    producer = producer_of(shell.init("t"))  # the epoch bumped
+    shell.add("t", producer, ("a", 0))
+    shell.end("t", producer, False)  # TV1
+    shell.write_markers()
+    answer = shell.end("t", first, False, api_version=TV2)
+    assert (answer.error_code, answer.producer_id, answer.producer_epoch) == (ErrorCode.NONE, *producer)
+    assert shell.end("t", first, False).error_code == ErrorCode.PRODUCER_FENCED  # TV1: the epoch must be the current
+
+
 def test_transaction_version_2_overflow_moves_to_the_next_producer_id_at_completion(shell):
     producer_of(shell.init("t"))
     meta = shell.coordinator.transactions["t"]
