@@ -50,8 +50,8 @@ def totals():
           f"never: {sorted(rule.name for rule in RULES if rule.name not in TOTALS['rules'])}")
 
 
-@pytest.mark.parametrize("session", SESSIONS, ids=[session.__name__ for session in SESSIONS])
-def test_kbroker_answers_as_kafka_does(kbroker, reference_kafka, session):
+def run_both(session, kbroker, reference_kafka):
+    """``session`` against kbroker, then against Kafka; their comparison, counted in TOTALS."""
     host, port = reference_kafka.bootstrap.split(",")[0].rsplit(":", 1)
     ours, theirs = Side("kbroker", kbroker.host, kbroker.port), Side("Kafka", host, int(port))
     try:
@@ -64,6 +64,12 @@ def test_kbroker_answers_as_kafka_does(kbroker, reference_kafka, session):
     TOTALS["exchanges"] += result.exchanges
     TOTALS["apis"] |= result.apis
     TOTALS["rules"] |= result.rules_used
+    return result
+
+
+@pytest.mark.parametrize("session", SESSIONS, ids=[session.__name__ for session in SESSIONS])
+def test_kbroker_answers_as_kafka_does(kbroker, reference_kafka, session):
+    result = run_both(session, kbroker, reference_kafka)
     TOTALS["sessions"] += 1
     found = sorted({difference.finding() for difference in result.differences})
     findings = FINDINGS / f"{session.__name__}.txt"
@@ -86,19 +92,7 @@ def test_a_seeded_random_sequence_is_answered_as_kafka_answers_it(kbroker, refer
     printed; KBTEST_DIFFERENTIAL_SEED replays it."""
     seed = int(os.environ.get("KBTEST_DIFFERENTIAL_SEED", random.randrange(1 << 31)))
     print(f"\nKBTEST_DIFFERENTIAL_SEED={seed}")
-    session = generated_session(seed)
-    host, port = reference_kafka.bootstrap.split(",")[0].rsplit(":", 1)
-    ours, theirs = Side("kbroker", kbroker.host, kbroker.port), Side("Kafka", host, int(port))
-    try:
-        session(ours)
-        session(theirs)
-    finally:
-        ours.close()
-        theirs.close()
-    result = compare(ours, theirs)
-    TOTALS["exchanges"] += result.exchanges
-    TOTALS["apis"] |= result.apis
-    TOTALS["rules"] |= result.rules_used
+    result = run_both(generated_session(seed), kbroker, reference_kafka)
     shown = "\n  ".join(str(difference) for difference in result.differences[:40])
     assert not result.differences, (f"KBTEST_DIFFERENTIAL_SEED={seed}: {len(result.differences)} differences in "
                                     f"{result.exchanges} exchanges:\n  {shown}")
