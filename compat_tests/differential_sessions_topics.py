@@ -322,6 +322,24 @@ def describe_cluster_session(side: Side) -> None:
                                                           endpoint_type=7))  # no such endpoint type
 
 
+def describe_log_dirs_session(side: Side) -> None:
+    name = "diff-log-dirs"
+    create_topics(side, 7, (name, 2, 1), record=False)
+    wait_led(side, name)
+    dirs = API_BY_NAME["DescribeLogDirs"].request_class
+    deadline = time.monotonic() + READY_TIMEOUT_S  # Kafka makes a partition's log a moment after it leads it
+    while time.monotonic() < deadline:
+        answer = side.call("DescribeLogDirs", 4, request("DescribeLogDirs", topics=[
+            dirs.DescribableLogDirTopic(topic=name, partitions=[0, 1])]), record=False)
+        if sum(len(topic.partitions) for result in answer.results for topic in result.topics) == 2:
+            break
+        time.sleep(0.05)
+    for version in versions("DescribeLogDirs"):
+        side.call("DescribeLogDirs", version, request("DescribeLogDirs", topics=[
+            dirs.DescribableLogDirTopic(topic=name, partitions=[0, 1, 5]),
+            dirs.DescribableLogDirTopic(topic=f"{name}-unknown", partitions=[0])]))
+
+
 SESSIONS = [describe_configs_session, topic_config_values_session, alter_configs_session,
             incremental_alter_configs_session, create_partitions_session, delete_records_session,
-            describe_cluster_session]
+            describe_cluster_session, describe_log_dirs_session]

@@ -63,6 +63,10 @@ RULES: list[Rule] = [
     Rule("timestamp", "drop", ("log_append_time_ms", "timestamp", "transaction_start_time_ms",
                                "last_timestamp", "Fetch.records"),
          "Taken from each broker's clock; Fetch's records carry the append time in their batch header."),
+    Rule("log_dir", "rename", ("log_dir",), "Each broker's data directory is a temporary one of its own."),
+    Rule("disk_bytes", "drop", ("total_bytes", "usable_bytes", "DescribeLogDirs.partition_size"),
+         "The file system's own figures, and a partition's bytes on disk (Kafka's segments hold what "
+         "kbroker's hold, but each counts its own index files and preallocation)."),
     Rule("features_epoch", "drop", ("finalized_features_epoch",),
          "The metadata log's offset of the last feature change: how many records came before depends on "
          "the quorum's own timing (registrations, elections), run by run."),
