@@ -10,10 +10,12 @@ are not recorded: how many tries a broker needs to be ready is not compared.
 
 from __future__ import annotations
 
+import struct
 import time
 import uuid
 
 from kbroker.handlers import HANDLERS
+from kbroker.wire.frame import encode_request
 from kbroker.wire.records import Record, build_batch
 from kbroker.wire.schema import API_BY_NAME
 from testkit.differential import Side
@@ -159,3 +161,24 @@ def produce_fetch_list_offsets(side: Side) -> None:
 
 
 SESSIONS = [api_versions, metadata_session, create_topics_session, delete_topics_session, produce_fetch_list_offsets]
+
+
+def with_version(frame: bytes, version: int) -> bytes:
+    """``frame`` with its header's api_version replaced (a version no codec of ours encodes)."""
+    return frame[:6] + struct.pack(">h", version) + frame[8:]
+
+
+def protocol_edges(side: Side) -> None:
+    """What a broker does with requests it cannot serve: ApiVersions beyond its versions is answered
+    UNSUPPORTED_VERSION in v0 with the ranges (KIP-511); another API beyond its versions, an unknown
+    API key and a frame larger than socket.request.max.bytes close the connection."""
+    ask = request("ApiVersions", client_software_name="differential", client_software_version="1.0")
+    side.send_raw(with_version(encode_request(18, 3, 7, "differential", ask), 99), "ApiVersions", 0)
+    side.send_raw(with_version(encode_request(3, 12, 8, "differential", request("Metadata", topics=[])), 99),
+                  "Metadata", 12)
+    side.send_raw(struct.pack(">ihhi", 10, 999, 0, 9) + b"\xff\xff", "Metadata", 12)  # no API 999
+    side.send_raw(struct.pack(">i", 200 * 1024 * 1024) + b"\x00" * 64, "Metadata", 12)  # 200 MiB announced
+    side.call("ApiVersions", 3, ask)  # and the broker serves a new connection as before
+
+
+SESSIONS.append(protocol_edges)

@@ -19,13 +19,16 @@ _SUPPORTED = [ApiVersionsResponse.SupportedFeatureKey(name="transaction.version"
 _FINALIZED = [ApiVersionsResponse.FinalizedFeatureKey(name="transaction.version", min_version_level=TRANSACTION_VERSION,
                                                       max_version_level=TRANSACTION_VERSION)]
 _FEATURES_EPOCH = 1  # fixed: a single node finalizes its features once
+_API_VERSIONS_KEY = API_BY_NAME["ApiVersions"].key
 
 
 def api_versions_response(error_code: int = ErrorCode.NONE, registry: dict | None = None) -> object:
-    """The answer listing every API in ``registry`` (the broker's handlers unless told)."""
+    """The answer listing every API in ``registry`` (the broker's handlers unless told); to a version it does
+    not serve (UNSUPPORTED_VERSION), only ApiVersions' own range, as Kafka answers (KIP-511)."""
     keys = [
         ApiVersionsResponse.ApiVersion(api_key=key, min_version=handler.min_version, max_version=handler.max_version)
         for key, handler in sorted((handlers.HANDLERS if registry is None else registry).items())
+        if error_code != ErrorCode.UNSUPPORTED_VERSION or key == _API_VERSIONS_KEY
     ]
     return ApiVersionsResponse(error_code=error_code, api_keys=keys, supported_features=_SUPPORTED,
                                finalized_features_epoch=_FEATURES_EPOCH, finalized_features=_FINALIZED)
