@@ -22,10 +22,21 @@ TEST_SETTINGS = ("group.initial.rebalance.delay.ms=300",
                  "metrics.port=-1")  # nor the console's localhost:8080
 
 
+_HANDED_OUT: set[int] = set()  # the ports free_port gave this process: the kernel may offer one again
+_PORT_TRIES_MAX = 100
+
+
 def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+    """A loopback port free now and not handed out before in this process (two nodes' listeners drawn
+    one after the other once got the same port, and the node refused to start)."""
+    for _ in range(_PORT_TRIES_MAX):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
+    raise RuntimeError(f"no free loopback port not handed out already after {_PORT_TRIES_MAX} tries")
 
 
 class BrokerProcess:
