@@ -74,7 +74,7 @@ async def handle(broker: HandlerNode, context, request):
             remote = await _join_transaction(broker, request.transactional_id, partition, produced, version)
             appended = _append(broker, request.transactional_id, partition, produced, result, version, remote)
             if appended is not None:
-                partition.start_flush(appended.last_offset)  # acks 0 and 1 do not wait for it; consumers do
+                partition.start_flush(appended.last_offset)  # acks=0 never waits for it; acks=1 only on a lone replica
                 durable_waits.append((guard.topic, partition, appended, result))
         topics.append(TopicResult(name=topic_data.name, partition_responses=partitions))
 
