@@ -322,7 +322,7 @@ KAFKA_TOPIC_CONFIG_DEFAULTS = {
     "segment.index.bytes": "10485760", "segment.jitter.ms": "0", "segment.ms": "604800000",
     "unclean.leader.election.enable": "false",
     # kbroker's default differs (docs/kafka-differences.md): Kafka's is 3600000
-    "message.timestamp.after.max.ms": "9223372036854775807",
+    "message.timestamp.after.max.ms": "3600000",
 }
 
 

@@ -25,7 +25,7 @@ class LogConfig:
     min_cleanable_dirty_ratio: float = 0.5
     message_timestamp_type: str = "CreateTime"  # or "LogAppendTime"
     message_timestamp_before_max_ms: int = NEVER  # how far in the past a CreateTime timestamp may be
-    message_timestamp_after_max_ms: int = NEVER  # how far in the future
+    message_timestamp_after_max_ms: int = 3_600_000  # how far in the future (Kafka 4: an hour)
     compression_type: str = "producer"  # or a codec the broker recompresses batches to
     file_delete_delay_ms: int = 60000
     max_message_bytes: int = 1024 * 1024 + 12

@@ -164,17 +164,32 @@ def validate_records(batch, config: LogConfig, topic: str, partition: int, now_m
     are not read at all. A transaction marker passes: its control record has a key."""
     bounded = config.message_timestamp_type == "CreateTime" and (
         config.message_timestamp_before_max_ms != NEVER or config.message_timestamp_after_max_ms != NEVER)
+    if bounded:
+        now_ms = time.time_ns() // 1_000_000 if now_ms is None else now_ms
+        bounded = not _within_bounds_by_header(BatchHeader.read(batch), config, now_ms)
     if not config.compact and not bounded:
         return
     header, records = decode_records(batch)  # decompressed as needed
     if bounded:
-        _validate_timestamps(header, records, config, time.time_ns() // 1_000_000 if now_ms is None else now_ms)
+        _validate_timestamps(header, records, config, now_ms)
     if not config.compact:
         return
     message = f"Compacted topic cannot accept message without key in topic partition {topic}-{partition}"
     refused = [RecordError(index, message) for index, record in enumerate(records) if record.key is None]
     if refused:
         raise RecordValidationError(refused)
+
+
+def _within_bounds_by_header(header: BatchHeader, config: LogConfig, now_ms: int) -> bool:
+    """Whether the batch header alone shows every record within the topic's bounds, so that its records
+    need not be read: a batch without timestamps, or (with no lower bound, as by default) one whose max
+    timestamp is not beyond ``after.max.ms``. Kafka 4's default bound of an hour ahead is then checked
+    on every produce without decoding a record; only a batch that breaks it is decoded, to name its
+    records."""
+    if header.base_timestamp == _NO_TIMESTAMP:
+        return True
+    return (config.message_timestamp_before_max_ms == NEVER
+            and header.max_timestamp <= now_ms + config.message_timestamp_after_max_ms)
 
 
 def _validate_timestamps(header, records, config: LogConfig, now_ms: int) -> None:

@@ -455,7 +455,7 @@ SETTINGS: tuple[Setting, ...] = (
        "append time.", OneOf("CreateTime", "LogAppendTime")),
     _S("log.message.timestamp.before.max.ms", "long", LONG_MAX, "How far in the past a CreateTime timestamp "
        "may be.", AtLeast(0)),
-    _S("log.message.timestamp.after.max.ms", "long", LONG_MAX, "How far in the future a CreateTime timestamp "
+    _S("log.message.timestamp.after.max.ms", "long", 3_600_000, "How far in the future a CreateTime timestamp "
        "may be.", AtLeast(0)),
     _S("log.cleaner.enable", "bool", True, "Run the compaction cleaner."),
     _S("log.cleaner.threads", "int", 1, "Compaction cleaner threads.", AtLeast(0)),

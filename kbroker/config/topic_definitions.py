@@ -72,7 +72,7 @@ TOPIC_SETTINGS: dict[str, Setting] = {setting.name: setting for setting in (
        OneOf("CreateTime", "LogAppendTime")),
     _S("message.timestamp.before.max.ms", "long", LONG_MAX, "How far in the past a CreateTime timestamp may be.",
        AtLeast(0)),
-    _S("message.timestamp.after.max.ms", "long", LONG_MAX, "How far in the future a CreateTime timestamp may be.",
+    _S("message.timestamp.after.max.ms", "long", 3_600_000, "How far in the future a CreateTime timestamp may be.",
        AtLeast(0)),
     _S("leader.replication.throttled.replicas", "list", (), "Replicas whose leader side is throttled; not read: "
        "kbroker has no replication throttle.", ThrottledReplicas(), used=False),

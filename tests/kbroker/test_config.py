@@ -459,7 +459,7 @@ def test_topic_defaults_come_from_their_broker_synonyms():
         "max.compaction.lag.ms": 7, "file.delete.delay.ms": 8, "min.cleanable.dirty.ratio": 0.25,
         "cleanup.policy": ("compact",), "unclean.leader.election.enable": True, "min.insync.replicas": 2,
         "compression.type": "lz4", "message.timestamp.type": "LogAppendTime",
-        "message.timestamp.before.max.ms": 2**63 - 1, "message.timestamp.after.max.ms": 2**63 - 1,
+        "message.timestamp.before.max.ms": 2**63 - 1, "message.timestamp.after.max.ms": 3_600_000,
         "confluent.value.schema.validation": False, "confluent.key.schema.validation": False,
         "compression.gzip.level": -1, "compression.lz4.level": 9, "compression.zstd.level": 3, "preallocate": False,
         "local.retention.ms": -2, "local.retention.bytes": -2, "remote.copy.lag.ms": 0, "remote.copy.lag.bytes": -1,

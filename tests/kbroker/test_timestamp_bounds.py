@@ -46,3 +46,29 @@ def test_a_record_stamped_out_of_the_topics_bounds_is_refused():
             assert refused.error_code == ErrorCode.INVALID_TIMESTAMP
             assert [e.batch_index for e in refused.record_errors] == [0]
             assert f"Timestamp {timestamp_ms} of message with offset 0 is out of range" in refused.error_message
+
+
+def test_by_default_a_record_more_than_an_hour_ahead_is_refused_and_named_as_kafka_4_does():
+    """Kafka 4's default message.timestamp.after.max.ms is an hour (KIP-937); the batch header's max
+    timestamp shows when a batch needs its records read."""
+    with running_broker() as running:
+        now_ms = int(time.time() * 1000)
+        data = Produce.TopicProduceData
+
+        def produce(records):
+            body = Produce(acks=-1, timeout_ms=5000, topic_data=[
+                data(name="ahead", partition_data=[data.PartitionProduceData(index=0, records=records)])])
+            [result] = call(running.port, "Produce", 9, body).responses[0].partition_responses
+            return result
+
+        call(running.port, "CreateTopics", 7, CreateTopics(topics=[CreateTopics.CreatableTopic(
+            name="ahead", num_partitions=1, replication_factor=1)], timeout_ms=5000))
+        within = [Record(value=b"a"), Record(offset_delta=1, value=b"b", timestamp_delta=HOUR_MS - 60_000)]
+        assert produce(build_batch(within, base_timestamp=now_ms)).error_code == ErrorCode.NONE
+        beyond = [Record(value=b"a"), Record(offset_delta=1, value=b"b"),
+                  Record(offset_delta=2, value=b"c", timestamp_delta=2 * HOUR_MS)]
+        refused = produce(build_batch(beyond, base_timestamp=now_ms))
+        assert refused.error_code == ErrorCode.INVALID_TIMESTAMP
+        assert [error.batch_index for error in refused.record_errors] == [2]
+        assert produce(build_batch([Record(value=b"old")], base_timestamp=now_ms - 30 * 24 * HOUR_MS)).error_code \
+            == ErrorCode.NONE  # no lower bound by default
