@@ -13,10 +13,14 @@ compared after the named rules of ``RULES`` (below) have said what of it is trul
   null and the zero uuid stay as they are: whether an id is there at all is compared);
 - ``drop``: a value that differs between two runs of Kafka itself (a timestamp taken from a clock);
 - ``presence``: only whether it is null, empty or set (prose meant for people, such as error messages);
-- ``unordered``: an array whose order is not part of the protocol, compared as a sorted list.
+- ``unordered``: an array whose order is not part of the protocol, compared as a sorted list;
+- ``omit``: not compared at all, nor whether it is there: a deliberate difference of kbroker's, each one
+  written in docs/kafka-differences.md under the rule's name (an array all of whose elements are
+  omitted is compared as an empty one).
 
 Everything else is compared as it is. A rule names the fields it applies to by their name (the last part
-of the path) or by an ``Api.field`` pair; ``RULES`` is the only table, and each rule says why. A rule that hides nothing in a whole run is reported by :func:`unused_rules`.
+of the path), by an ``Api.field`` pair, or by a piece of the flattened path (one with a ``[``, such as
+``configs[name='x']``, optionally after ``Api:``); ``RULES`` is the only table, and each rule says why. A rule that hides nothing in a whole run is reported by :func:`unused_rules`.
 """
 
 from __future__ import annotations
@@ -42,8 +46,8 @@ KEYS = ("api_key", "name", "topic", "partition_index", "partition", "index", "gr
 @dataclass(frozen=True)
 class Rule:
     name: str
-    action: str  # rename, drop, presence, unordered
-    fields: tuple[str, ...]  # a field's name in any API ("port"), or in one ("Fetch.records")
+    action: str  # rename, drop, presence, unordered, omit
+    fields: tuple[str, ...]  # a field's name in any API ("port"), in one ("Fetch.records"), or a path's piece
     why: str
 
 
@@ -72,6 +76,22 @@ RULES: list[Rule] = [
          "the quorum's own timing (registrations, elections), run by run."),
     Rule("error_message", "presence", ("error_message",),
          "Prose for people: whether there is a message is compared, not its wording."),
+    # Deliberate differences (docs/kafka-differences.md names each rule).
+    Rule("documentation", "presence", ("DescribeConfigs.documentation",),
+         "A config's documentation is kbroker's own line, not Kafka's text: whether there is one is compared."),
+    Rule("schema_validation_configs", "omit", ("configs[name='confluent.key.schema.validation']",
+                                               "configs[name='confluent.value.schema.validation']"),
+         "kbroker's broker-side schema validation, under Confluent Server's config names, which Apache "
+         "Kafka has not."),
+    Rule("elr_min_insync", "omit", ("DescribeConfigs:results[resource_name=''].configs[name='min.insync.replicas']",
+                                    "configs[name='min.insync.replicas'].config_source"),
+         "Kafka 4.4's controller writes a cluster-wide min.insync.replicas (the same value) when eligible "
+         "leader replicas (KIP-966) are on; kbroker has no ELR."),
+    Rule("root_logger_level", "drop", ("DescribeConfigs:configs[name='root'].value",),
+         "The root logger's level is the process's own (a test process sets none; Kafka's log4j2 says INFO)."),
+    Rule("auto_create_at_once", "omit", ("Metadata:topics[name='diff-metadata-unknown-v",),
+         "A topic Metadata auto-creates: kbroker creates it before answering, Kafka answers "
+         "UNKNOWN_TOPIC_OR_PARTITION while it creates it (the session's topics named for this)."),
 ]
 
 
@@ -126,6 +146,19 @@ class Side:
             self.close()
         return exchange.response
 
+    def raw_frame(self, payload: bytes) -> bytes | None:
+        """A frame that is no request (a SASL token after a v0 SaslHandshake): the body of the frame that
+        answers it, or None when the broker closed the connection. Not recorded: a session records what
+        follows on the connection instead."""
+        if self._socket is None:
+            self._socket = socket.create_connection((self.host, self.port), timeout=TIMEOUT_S)
+        try:
+            self._socket.sendall(struct.pack(">i", len(payload)) + payload)
+            return self._receive(struct.unpack(">i", self._receive(4))[0])
+        except (ConnectionError, socket.timeout):
+            self.close()
+            return None
+
     def close(self) -> None:
         if self._socket is not None:
             self._socket.close()
@@ -143,19 +176,26 @@ class Side:
 
 # -- flattening and normalizing ------------------------------------------------------------------------------
 
-def flatten(value, path: str = "", out: dict | None = None) -> dict:
-    """{path: leaf} of a decoded value; arrays of structs by index (``topics[0].name``)."""
+def flatten(value, path: str = "", out: dict | None = None, unordered=None) -> dict:
+    """{path: leaf} of a decoded value; arrays of structs by index (``topics[0].name``). ``unordered(path)``
+    says whether the array of structs at ``path`` is compared as a sorted list (asked of two or more)."""
     out = {} if out is None else out
     if hasattr(value, "__slots__") and not isinstance(value, (bytes, str, uuid.UUID)):
         for name in _slots(type(value)):
             if name == "unknown_tags":
                 continue
-            flatten(getattr(value, name), f"{path}.{name}" if path else name, out)
+            flatten(getattr(value, name), f"{path}.{name}" if path else name, out, unordered)
     elif isinstance(value, list) and value and hasattr(value[0], "__slots__"):
+        if len(value) > 1 and unordered is not None and unordered(path):
+            contents = [flatten(element, unordered=unordered) for element in value]
+            ranked = sorted(range(len(value)), key=lambda index: repr(sorted(contents[index].items())))
+            for place, index in enumerate(ranked):
+                flatten(value[index], f"{path}[{place}]", out, unordered)
+            return out
         key = next((name for name in KEYS if hasattr(value[0], name)), None)
         for index, element in enumerate(value):
             label = index if key is None else f"{key}={getattr(element, key)!r}"
-            flatten(element, f"{path}[{label}]", out)
+            flatten(element, f"{path}[{label}]", out, unordered)
     elif isinstance(value, (bytes, bytearray, memoryview)):
         out[path] = bytes(value)
     else:
@@ -171,11 +211,33 @@ def _slots(cls) -> list[str]:
 
 
 def rule_for(api_name: str, path: str) -> Rule | None:
-    """The rule for a field: by its name in any API, or as ``Api.name`` in one."""
+    """The rule for a field: by its name in any API, as ``Api.name`` in one, or by a piece of its path."""
     name = path.rsplit(".", 1)[-1].split("[")[0]
-    for rule in RULES:
+    for rule in sorted(RULES, key=lambda rule: rule.action != "omit"):  # what is omitted is not renamed
         if name in rule.fields or f"{api_name}.{name}" in rule.fields:
             return rule
+        if any(_piece_of(spec, api_name, path) is not None for spec in rule.fields if "[" in spec):
+            return rule
+    return None
+
+
+def _piece_of(spec: str, api_name: str, path: str) -> int | None:
+    """Where the path piece ``spec`` (``[Api:]piece``) occurs in ``path``, or None."""
+    api, _, piece = spec.partition(":") if ":" in spec.split("[", 1)[0] else ("", "", spec)
+    if api and api != api_name:
+        return None
+    at = path.find(piece)
+    return None if at < 0 else at
+
+
+def _omitted_array(rule: Rule, api_name: str, path: str) -> str | None:
+    """The array whose element an omitted path is in, when the rule's piece names a whole element
+    (``results[0].configs`` for the piece ``configs[name='x']``); None for a piece naming a field."""
+    for spec in rule.fields:
+        at = _piece_of(spec, api_name, path) if spec.endswith("]") else None
+        if at is not None:
+            piece = spec.partition(":")[2] if ":" in spec.split("[", 1)[0] else spec
+            return path[:at] + piece[:piece.rindex("[")]
     return None
 
 
@@ -205,10 +267,32 @@ class Normalizer:
             self.used.add(rule.name)
             tokens = self.tokens.setdefault(rule.name, {})
             return f"<{rule.name}#{tokens.setdefault(value, len(tokens) + 1)}>"
+        if rule.action == "unordered" and isinstance(value, list) and len(value) > 1:
+            self.used.add(rule.name)
+            return sorted(value, key=repr)
         return value
 
     def answer(self, api_name: str, response) -> dict:
-        return {path: self.leaf(api_name, path, value) for path, value in flatten(response).items()}
+        flat = flatten(response, unordered=lambda path: self._unordered(api_name, path))
+        out, emptied = {}, set()
+        for path, value in flat.items():
+            rule = rule_for(api_name, path)
+            if rule is not None and rule.action == "omit":
+                self.used.add(rule.name)
+                emptied.add(_omitted_array(rule, api_name, path))
+                continue
+            out[path] = self.leaf(api_name, path, value)
+        for array in emptied - {None}:  # every element omitted: an empty array, as the other side may send
+            if array not in out and not any(path.startswith(f"{array}[") for path in out):
+                out[array] = []
+        return out
+
+    def _unordered(self, api_name: str, path: str) -> bool:
+        rule = rule_for(api_name, path)
+        if rule is None or rule.action != "unordered":
+            return False
+        self.used.add(rule.name)
+        return True
 
 
 @dataclass

@@ -39,13 +39,15 @@ async def handle(broker, context, request):
             results.append(Result(error_code=error.error_code, error_message=error.message, configs=[],
                                   resource_type=resource.resource_type, resource_name=resource.resource_name))
             continue
+        # A logger's documentation is always "", asked for or not, as Kafka's (it never sets the field).
+        documented = request.include_documentation or resource.resource_type == BROKER_LOGGER_RESOURCE
         configs = [
             Entry(
                 name=entry.name, value=entry.value, read_only=entry.read_only, config_source=entry.source,
                 is_sensitive=entry.sensitive, config_type=entry.config_type,
                 synonyms=[Synonym(name=s.name, value=s.value, source=s.source) for s in entry.synonyms]
                 if request.include_synonyms else [],
-                documentation=entry.documentation if request.include_documentation else None,
+                documentation=entry.documentation if documented else None,
             )
             for entry in entries
         ]
