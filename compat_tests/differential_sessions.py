@@ -63,9 +63,21 @@ def wait_led(side: Side, *topics: str) -> None:
 
 
 def produce(side: Side, version: int, topic: str, partition: int, batch: bytes, acks: int = -1, **fields):
+    """From v13 the topic is named by its id (KIP-516), asked of the side first (an unknown topic's is
+    ``UNKNOWN_TOPIC_ID``, made up)."""
     data = API_BY_NAME["Produce"].request_class.TopicProduceData
+    named = {"name": topic} if version < 13 else {"topic_id": topic_id(side, topic)}
     return side.call("Produce", version, request("Produce", acks=acks, timeout_ms=30000, topic_data=[
-        data(name=topic, partition_data=[data.PartitionProduceData(index=partition, records=batch)])], **fields))
+        data(**named, partition_data=[data.PartitionProduceData(index=partition, records=batch)])], **fields))
+
+
+UNKNOWN_TOPIC_ID = uuid.UUID("5eed0000-0000-4000-8000-00000000d1ff")
+
+
+def topic_id(side: Side, topic: str) -> uuid.UUID:
+    """The side's id of ``topic`` (an unrecorded Metadata request), or UNKNOWN_TOPIC_ID."""
+    [found] = metadata(side, 12, [topic], record=False).topics
+    return found.topic_id if found.error_code == 0 else UNKNOWN_TOPIC_ID
 
 
 def values(*items: bytes, **options) -> bytes:
@@ -81,6 +93,13 @@ def api_versions(side: Side) -> None:
     for version in versions("ApiVersions"):
         side.call("ApiVersions", version, request("ApiVersions", client_software_name="differential",
                                                   client_software_version="1.0"))
+    # v5 (KIP-1242): the cluster and node the client means to reach, this one's or another's, or one of them
+    cluster = side.call("DescribeCluster", 1, request("DescribeCluster"), record=False)
+    here = (cluster.cluster_id, cluster.brokers[0].broker_id)
+    for cluster_id, node_id in (here, ("another-cluster", here[1]), (here[0], here[1] + 100), (here[0], -1),
+                                (None, here[1])):
+        side.call("ApiVersions", 5, request("ApiVersions", client_software_name="differential",
+                                            client_software_version="1.0", cluster_id=cluster_id, node_id=node_id))
 
 
 def metadata_session(side: Side) -> None:
@@ -154,7 +173,8 @@ def produce_fetch_list_offsets(side: Side) -> None:
                         log_start_offset=-1, last_fetched_epoch=-1)])]))
     listing = API_BY_NAME["ListOffsets"].request_class.ListOffsetsTopic
     for version in versions("ListOffsets"):
-        for timestamp in (-2, -1, -3, 1_700_000_000_000, 1_800_000_000_000):  # earliest, latest, max, by time
+        # earliest, latest, max, earliest local, latest tiered, earliest pending upload, unknown ones, by time
+        for timestamp in (-2, -1, -3, -4, -5, -6, -7, -100, 1_700_000_000_000, 1_800_000_000_000):
             side.call("ListOffsets", version, request("ListOffsets", replica_id=-1, isolation_level=0, topics=[
                 listing(name=topic, partitions=[listing.ListOffsetsPartition(partition_index=0, timestamp=timestamp,
                                                                              current_leader_epoch=-1)])]))

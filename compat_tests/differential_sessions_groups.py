@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 
-from compat_tests.differential_sessions import create_topics, metadata, produce, request, values, versions, wait_led
+from compat_tests.differential_sessions import (UNKNOWN_TOPIC_ID, create_topics, metadata, produce, request, topic_id,
+                                               values, versions, wait_led)
 from kbroker.wire.schema import API_BY_NAME
 from testkit.differential import Side
 
@@ -550,7 +552,8 @@ def transactions_session(side: Side) -> None:
         side.call("AddOffsetsToTxn", version, request("AddOffsetsToTxn", transactional_id=txn, producer_id=pid,
                                                       producer_epoch=epoch - 1, group_id="diff-txn-group"))
     for version in versions("TxnOffsetCommit"):
-        side.call("TxnOffsetCommit", version, txn_offset_commit(txn, pid, epoch, "diff-txn-group", topic, 1))
+        named = {"topic_id": topic_id(side, topic)} if version >= 6 else {}
+        side.call("TxnOffsetCommit", version, txn_offset_commit(txn, pid, epoch, "diff-txn-group", topic, 1, **named))
     side.call("OffsetFetch", 8, request("OffsetFetch", groups=[OffsetFetch.OffsetFetchRequestGroup(
         group_id="diff-txn-group", topics=None)], require_stable=True))
     side.call("DescribeProducers", 0, request("DescribeProducers", topics=[
@@ -584,6 +587,9 @@ def transactions_v2_session(side: Side) -> None:
                                                 producer_epoch=epoch, group_id=group))
         for version in (4, 5):
             side.call("TxnOffsetCommit", version, txn_offset_commit(txn, pid, epoch, group, topic, 10 * round_ + version))
+        for named in (topic_id(side, topic), UNKNOWN_TOPIC_ID):  # v6 names it by its id (KIP-1319)
+            side.call("TxnOffsetCommit", 6, txn_offset_commit(txn, pid, epoch, group, topic, 10 * round_ + 6,
+                                                              topic_id=named))
         side.call("DescribeTransactions", 0, request("DescribeTransactions", transactional_ids=[txn]))
         ended = side.call("EndTxn", 5, request("EndTxn", transactional_id=txn, producer_id=pid, producer_epoch=epoch,
                                                committed=round_ == 0))
@@ -631,10 +637,13 @@ def add_partitions(side: Side, version: int, txn: str, pid: int, epoch: int, top
             AddPartitionsToTxn.AddPartitionsToTxnTopic(name=name, partitions=partitions) for name, partitions in topics]))
 
 
-def txn_offset_commit(txn: str, pid: int, epoch: int, group: str, topic: str, offset: int):
+def txn_offset_commit(txn: str, pid: int, epoch: int, group: str, topic: str, offset: int,
+                      topic_id: uuid.UUID | None = None):
+    """Names ``topic``, or (TxnOffsetCommit v6+) gives its ``topic_id``."""
     wanted = TxnOffsetCommit.TxnOffsetCommitRequestTopic
+    named = {"name": topic} if topic_id is None else {"topic_id": topic_id}
     return request("TxnOffsetCommit", transactional_id=txn, group_id=group, producer_id=pid, producer_epoch=epoch,
-                   topics=[wanted(name=topic, partitions=[wanted.TxnOffsetCommitRequestPartition(
+                   topics=[wanted(**named, partitions=[wanted.TxnOffsetCommitRequestPartition(
                        partition_index=0, committed_offset=offset, committed_metadata=None)])])
 
 

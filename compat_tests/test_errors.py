@@ -93,7 +93,7 @@ def test_produce_v0_to_v2_are_advertised_but_close_the_connection(broker, versio
     request = API_BY_NAME["ApiVersions"].request_class(client_software_name="errors-test", client_software_version="1")
     answer = call(broker.port, "ApiVersions", 3, request)
     advertised = {key.api_key: (key.min_version, key.max_version) for key in answer.api_keys}
-    assert advertised[API_BY_NAME["Produce"].key] == (0, 12)
+    assert advertised[API_BY_NAME["Produce"].key] == (0, 13)
     batch = build_batch([Record(offset_delta=0, value=b"x")])
     with pytest.raises((EOFError, ConnectionResetError)):
         produce(broker.port, "errors", batch, version=version)

@@ -34,6 +34,20 @@ def api_versions_response(error_code: int = ErrorCode.NONE, registry: dict | Non
                                finalized_features_epoch=_FEATURES_EPOCH, finalized_features=_FINALIZED)
 
 
-@handlers.handles("ApiVersions", 0, 4)
+@handlers.handles("ApiVersions", 0, 5)
 async def handle(broker, context, request):
-    return api_versions_response()
+    return _misdirected(broker, request) or api_versions_response()
+
+
+def _misdirected(broker, request):
+    """v5 (KIP-1242): a client names the cluster and node it means to reach, both or neither; this node
+    is not the one named -> REBOOTSTRAP_REQUIRED (the client starts again from its bootstrap servers),
+    one named without the other -> INVALID_REQUEST. Either way no APIs are listed, as Kafka answers."""
+    named = request.cluster_id is not None, request.node_id != -1
+    if not any(named):
+        return None
+    if not all(named):
+        return ApiVersionsResponse(error_code=ErrorCode.INVALID_REQUEST, api_keys=[])
+    if (request.cluster_id, request.node_id) != (broker.image.cluster_id, broker.node_id):
+        return ApiVersionsResponse(error_code=ErrorCode.REBOOTSTRAP_REQUIRED, api_keys=[])
+    return None

@@ -18,7 +18,7 @@ DeleteGroupsResponse = API_BY_NAME["DeleteGroups"].response_class
 Result = DeleteGroupsResponse.DeletableGroupResult
 
 
-@handlers.handles("DeleteGroups", 0, 2)
+@handlers.handles("DeleteGroups", 0, 3)
 async def handle(broker, context, request):
     shell = broker.groups
     results = []

@@ -15,7 +15,7 @@ BROKER_ENDPOINT, CONTROLLER_ENDPOINT = 1, 2
 OPERATIONS_NOT_ASKED = -2147483648
 
 
-@handlers.handles("DescribeCluster", 0, 1)
+@handlers.handles("DescribeCluster", 0, 2)
 async def handle(broker, context, request):
     if request.endpoint_type != BROKER_ENDPOINT:
         return _endpoint_error(request.endpoint_type, context.api_version)
@@ -26,8 +26,8 @@ async def handle(broker, context, request):
     return DescribeClusterResponse(
         cluster_id=image.cluster_id,
         controller_id=controller_id,
-        brokers=[BrokerResult(broker_id=b.node_id, host=host, port=port, rack=b.rack)
-                 for b, host, port in image.live_addresses(context.listener)],
+        brokers=[BrokerResult(broker_id=b.node_id, host=host, port=port, rack=b.rack, is_fenced=b.fenced)
+                 for b, host, port in image.addresses(context.listener, fenced=request.include_fenced_brokers)],
         cluster_authorized_operations=(authorized_operations(broker, context, ResourceType.CLUSTER, CLUSTER)
                                        if request.include_cluster_authorized_operations else OPERATIONS_NOT_ASKED),
     )

@@ -14,7 +14,7 @@ TopicResult = DirResult.DescribeLogDirsTopic
 PartitionResult = TopicResult.DescribeLogDirsPartition
 
 
-@handlers.handles("DescribeLogDirs", 1, 4)
+@handlers.handles("DescribeLogDirs", 1, 5)
 async def handle(broker, context, request):
     if not allowed_on_cluster(broker, context, AclOperation.DESCRIBE):
         return DescribeLogDirsResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, results=[])

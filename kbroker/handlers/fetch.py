@@ -52,7 +52,7 @@ _HINTED = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH)  # K
 _READ_PATH_ERRORS = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH)
 
 
-@handlers.handles("Fetch", 4, 17)
+@handlers.handles("Fetch", 4, 18)
 async def handle(broker: HandlerNode, context, request):
     deadline = time.monotonic() + max(0, request.max_wait_ms) / 1000
     follower = _replica_of(request) >= 0

@@ -76,7 +76,7 @@ def _may_see(broker: HandlerNode, context, name: str) -> bool:
     return allowed(broker, context, AclOperation.DESCRIBE, ResourceType.TOPIC, name)
 
 
-@handlers.handles("Metadata", 0, 12)
+@handlers.handles("Metadata", 0, 13)
 async def handle(broker: HandlerNode, context, request):
     """As Kafka's: topics the principal may not describe are left out of an all-topics answer and
     answered TOPIC_AUTHORIZATION_FAILED when asked for by name or id."""

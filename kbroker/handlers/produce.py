@@ -47,7 +47,7 @@ RecordErrorResult = PartitionResult.BatchIndexAndErrorMessage
 _TRANSACTION_VERSION_2_FROM = 12  # the partition adds itself to the producer's transaction (KIP-890 part 2)
 
 
-@handlers.handles("Produce", 0, 12)
+@handlers.handles("Produce", 0, 13)
 async def handle(broker: HandlerNode, context, request):
     version = context.api_version
     topics = []
@@ -56,7 +56,9 @@ async def handle(broker: HandlerNode, context, request):
     transaction_allowed = not request.transactional_id or allowed(
         broker, context, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id)
     for topic_data in request.topic_data:
-        guard = guard_topic(broker, context, AclOperation.WRITE, name=topic_data.name)
+        # v13 names a topic by its id (KIP-516): an id no topic has is UNKNOWN_TOPIC_ID
+        guard = guard_topic(broker, context, AclOperation.WRITE, name=topic_data.name) if version < 13 else \
+            guard_topic(broker, context, AclOperation.WRITE, topic_id=topic_data.topic_id)
         partitions = []
         for data in topic_data.partition_data:
             # Kafka's answer to a refused partition: no offsets, no times (its PartitionResponse(error))
@@ -76,7 +78,7 @@ async def handle(broker: HandlerNode, context, request):
             if appended is not None:
                 partition.start_flush(appended.last_offset)  # acks=0 never waits for it; acks=1 only on a lone replica
                 durable_waits.append((guard.topic, partition, appended, result))
-        topics.append(TopicResult(name=topic_data.name, partition_responses=partitions))
+        topics.append(TopicResult(name=topic_data.name, topic_id=topic_data.topic_id, partition_responses=partitions))
 
     produced = sum(len(data.records or b"") for topic_data in request.topic_data for data in topic_data.partition_data)
     response = ProduceResponse(responses=topics, throttle_time_ms=context.throttle(PRODUCER_BYTE_RATE, produced))

@@ -7,7 +7,8 @@ reaches that partition; an ABORT drops them (kbroker/txn/markers.py).
 As Kafka's KafkaApis.handleTxnOffsetCommitRequest, a topic the metadata does
 not have, or a partition past its count, is answered UNKNOWN_TOPIC_OR_PARTITION
 and kept out of the transaction; with nothing else to commit the transaction is
-not consulted at all.
+not consulted at all. From v6 topics are named by their ids (KIP-1319): an id no topic has is
+UNKNOWN_TOPIC_ID, and the rest are committed as by name.
 """
 
 from __future__ import annotations
@@ -23,12 +24,28 @@ from kbroker.wire.schema import API_BY_NAME
 
 TxnOffsetCommitResponse = API_BY_NAME["TxnOffsetCommit"].response_class
 _TRANSACTION_VERSION_2_FROM = 5
+_TOPIC_IDS_FROM = 6
 TopicResult = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
 PartitionResult = TopicResult.TxnOffsetCommitResponsePartition
 
 
-@handlers.handles("TxnOffsetCommit", 0, 5)
+@handlers.handles("TxnOffsetCommit", 0, 6)
 async def handle(broker, context, request):
+    if context.api_version < _TOPIC_IDS_FROM:
+        return await _handle_named(broker, context, request)
+    names, asked = broker.image.topic_names, request.topics
+    request.topics = [topic for topic in asked if topic.topic_id in names]
+    for topic in request.topics:
+        topic.name = names[topic.topic_id]
+    answered = await _handle_named(broker, context, request) if request.topics else TxnOffsetCommitResponse()
+    results = dict(zip(map(id, request.topics), answered.topics))
+    answered.topics = [results.get(id(topic)) or TopicResult(topic_id=topic.topic_id, partitions=[
+        PartitionResult(partition_index=p.partition_index, error_code=ErrorCode.UNKNOWN_TOPIC_ID) for p in topic.partitions])
+        for topic in asked]
+    return answered
+
+
+async def _handle_named(broker, context, request):
     # The group cores load at the first group request.
     from kbroker.group.offsets import CommittedOffset, unknown_partitions
 
@@ -73,7 +90,7 @@ def _refused(broker, context, request) -> dict:
 
 def _answer(request, errors: dict):
     return TxnOffsetCommitResponse(topics=[
-        TopicResult(name=topic.name, partitions=[
+        TopicResult(name=topic.name, topic_id=topic.topic_id, partitions=[
             PartitionResult(partition_index=p.partition_index, error_code=errors[(topic.name, p.partition_index)])
             for p in topic.partitions])
         for topic in request.topics])

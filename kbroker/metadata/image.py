@@ -12,6 +12,10 @@ from dataclasses import dataclass, field, replace
 
 from kbroker.metadata import records
 
+# Kafka's internal topics (``Topic.INTERNAL_TOPICS``): Metadata's is_internal, and what consumers leave out.
+# A user's topic may be named with two underscores too, and is not one of them.
+INTERNAL_TOPIC_NAMES = frozenset(("__consumer_offsets", "__transaction_state", "__share_group_state"))
+
 
 @dataclass(frozen=True)
 class BrokerEndpoint:
@@ -56,7 +60,7 @@ class TopicImage:
 
     @property
     def is_internal(self) -> bool:
-        return self.name.startswith("__")
+        return self.name in INTERNAL_TOPIC_NAMES
 
 
 @dataclass(frozen=True)
@@ -91,8 +95,12 @@ class MetadataImage:
     def live_addresses(self, listener: str) -> list[tuple[BrokerEndpoint, str, int]]:
         """The serving brokers with their host and port on ``listener``; as in Kafka's Metadata, a broker
         without that listener is left out."""
+        return self.addresses(listener)
+
+    def addresses(self, listener: str, fenced: bool = False) -> list[tuple[BrokerEndpoint, str, int]]:
+        """As :meth:`live_addresses`, with the fenced brokers too if ``fenced`` (DescribeCluster v2, KIP-1073)."""
         found = []
-        for broker in self.live_brokers:
+        for broker in self.brokers if fenced else self.live_brokers:
             address = broker.address(listener)
             if address is not None:
                 found.append((broker, *address))

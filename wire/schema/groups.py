@@ -154,7 +154,7 @@ response
 """
 
 DELETE_GROUPS = """
-DeleteGroups 42 versions 0-2 flexible 2+
+DeleteGroups 42 versions 0-3 flexible 2+
 
 request
   groups_names: []string
@@ -164,6 +164,7 @@ response
   results: []DeletableGroupResult
     group_id: string
     error_code: int16
+    error_message: string? v3+ = null
 """
 
 # CommitTimestamp (v1 only) lies below the declared range and is left out.

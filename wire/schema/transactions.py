@@ -111,7 +111,7 @@ response
 """
 
 TXN_OFFSET_COMMIT = """
-TxnOffsetCommit 28 versions 0-5 flexible 3+
+TxnOffsetCommit 28 versions 0-6 flexible 3+
 
 request
   transactional_id: string
@@ -122,7 +122,8 @@ request
   member_id: string v3+ = ""
   group_instance_id: string? v3+ = null
   topics: []TxnOffsetCommitRequestTopic
-    name: string
+    name: string v0-5
+    topic_id: uuid v6+
     partitions: []TxnOffsetCommitRequestPartition
       partition_index: int32
       committed_offset: int64
@@ -132,7 +133,8 @@ request
 response
   throttle_time_ms: int32
   topics: []TxnOffsetCommitResponseTopic
-    name: string
+    name: string v0-5
+    topic_id: uuid v6+
     partitions: []TxnOffsetCommitResponsePartition
       partition_index: int32
       error_code: int16

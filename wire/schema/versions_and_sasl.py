@@ -1,11 +1,13 @@
 """ApiVersions and the SASL handshake."""
 
 API_VERSIONS = """
-ApiVersions 18 versions 0-4 flexible 3+
+ApiVersions 18 versions 0-5 flexible 3+
 
 request
   client_software_name: string v3+
   client_software_version: string v3+
+  cluster_id: string? v5+ = null
+  node_id: int32 v5+ = -1
 
 response
   error_code: int16
