@@ -255,7 +255,7 @@ def main() -> int:
         print(f"  broker pid {broker.process.pid}, Kafka on {broker.bootstrap}, HTTP on 127.0.0.1:{http_port}")
         seconds = create_topics(broker.port, arguments.topics, arguments.partitions)
         print(f"  create {arguments.topics:,} topics x {arguments.partitions} partitions ({total:,}), "
-              f"{TOPICS_PER_REQUEST} topics per CreateTopics: {seconds:.2f} s", flush=True)
+              f"{TOPICS_PER_REQUEST} topics per CreateTopics: {seconds:.3f} s", flush=True)
         produce_messages(broker.bootstrap, arguments.messages, arguments.partitions, arguments.deadline_s)
         read = commit_group_offsets(broker.bootstrap, arguments.messages, arguments.deadline_s)
         print(f"  {arguments.messages} messages with keys and headers to {FIRST_TOPIC}; {GROUP} read {read} "

@@ -1,7 +1,7 @@
 """A consumer of many partitions of which a few receive data: what fetch sessions (KIP-227) save the broker.
 
     python bench/fetch_session_bench.py [--partitions 2000] [--active 10] [--rate 1000] [--seconds 10]
-                                        [--rounds 3] [--before-python PATH] [--dir /tmp]
+                                        [--rounds 3] [--warm-up-s 2] [--before-python PATH] [--dir /tmp]
 
 Each round starts kbroker afresh as a process on a free loopback port for each way of running it, in turn:
   sessions      the defaults: the consumer's fetches open a session and name only what changed; answers
@@ -14,7 +14,7 @@ A topic of --partitions partitions is created; a kafka-python consumer (it uses 
 consumer does; librdkafka does not) is assigned all of them from their end, and a confluent-kafka producer
 sends 100 B records at --rate records/s round robin to --active of them for --seconds. Printed per way:
 the broker's CPU per second of wall time (its user + system time over the measured window, which starts
-after a 2 s warm-up), the consumer's share of it (less the same round's "producer only" way: the producer
+after a --warm-up-s warm-up), the consumer's share of it (less the same round's "producer only" way: the producer
 alone, no consumer), fetch requests per second (the broker's own count, kbroker_request_latency_seconds_count
 for Fetch), and the records the consumer received against those sent in the window. Nothing here fails on time; every wait is bounded.
 """
@@ -38,7 +38,6 @@ from broker_bench import BrokerUnderTest, free_port  # noqa: E402
 
 READY_TIMEOUT_S = 30
 PRODUCER_ONLY = "producer only"
-WARM_UP_S = 2.0
 CONTEXT = multiprocessing.get_context("spawn")
 
 
@@ -80,13 +79,19 @@ def consume(bootstrap: str, topic: str, partitions: int, counted_from, stop, rea
     result.put(received)
 
 
-def produce(bootstrap: str, topic: str, active: int, rate: int, start_at: float, stop_at: float, counted_from: float,
-            result) -> None:
+def produce(bootstrap: str, topic: str, active: int, rate: int, ready, window, result) -> None:
+    """Says it is ready once its client exists, then produces over ``window``: (start, counted from, stop),
+    in time.time(), set by the parent after that (so a slow start of this process shortens no window)."""
     import confluent_kafka
 
     producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "acks": 1})
     value = b"x" * 100
     counted = sent = 0
+    ready.set()
+    give_up = time.monotonic() + 60
+    while not window[2] and time.monotonic() < give_up:
+        time.sleep(0.01)
+    start_at, counted_from, stop_at = window[:]
     while time.time() < start_at:
         time.sleep(0.01)
     while (now := time.time()) < stop_at:
@@ -135,12 +140,16 @@ def one_round(way: str, overrides: tuple[str, ...], python: str, arguments) -> d
             consumer.start()
             if not ready.wait(60):
                 raise RuntimeError("the consumer was not positioned within 60 s")
-        start_at = time.time() + 0.5
-        counted_from = counted_from_value.value = start_at + WARM_UP_S
-        stop_at = counted_from + arguments.seconds
+        producer_ready, window = CONTEXT.Event(), CONTEXT.Array("d", 3)
         producer = CONTEXT.Process(target=produce, args=(broker.bootstrap, topic, arguments.active, arguments.rate,
-                                                         start_at, stop_at, counted_from, results))
+                                                         producer_ready, window, results))
         producer.start()
+        if not producer_ready.wait(60):
+            raise RuntimeError("the producer was not ready within 60 s")
+        start_at = time.time() + 0.5
+        counted_from = counted_from_value.value = start_at + arguments.warm_up_s
+        stop_at = counted_from + arguments.seconds
+        window[:] = [start_at, counted_from, stop_at]
         while time.time() < counted_from:
             time.sleep(0.01)
         cpu_before, fetches_before = broker.cpu_seconds(), fetch_requests(metrics_port)
@@ -168,6 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=int, default=1000)
     parser.add_argument("--seconds", type=float, default=10)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--warm-up-s", type=float, default=2.0, help="producing before the measured window")
     parser.add_argument("--before-python", help="an interpreter with another kbroker installed, run as 'before'")
     parser.add_argument("--dir", default=tempfile.gettempdir())
     arguments = parser.parse_args(argv)

@@ -89,8 +89,10 @@ def time_to_stable(bootstrap: str, protocol: str, members_count: int, partitions
 def commits_per_second(bootstrap: str, protocol: str, seconds: float, tag: str) -> float:
     topic = group = f"commits-{protocol}-{tag}"
     create_topic(bootstrap, topic, 1, CALL_TIMEOUT_S)
+    # session.timeout.ms as the members': tansu holds a new group's first JoinGroup for half of it (22.5 s of the default)
     consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": protocol,
-                                         "enable.auto.commit": False})
+                                         "enable.auto.commit": False,
+                                         **({"session.timeout.ms": 10000} if protocol == "classic" else {})})
     assigned = []
     consumer.subscribe([topic], on_assign=lambda _c, partitions: assigned.extend(partitions))
     try:

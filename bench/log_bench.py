@@ -58,7 +58,7 @@ class PlainFileLog:
     def begin_flush(self) -> FlushJob:
         return _PlainFlush(self.log_end_offset, self.fd)
 
-    def complete_flush(self, job) -> None:
+    def complete_flush(self, job, now_ms: int | None = None) -> None:
         self.recovery_point = max(self.recovery_point, job.target_offset)
 
     def close(self) -> None:

@@ -1,6 +1,6 @@
 """The machine's own ceilings, measured in the benchmark's run so broker figures can be read against them.
 
-    python bench/machine_limits.py [--dir /tmp]
+    python bench/machine_limits.py [--dir /tmp] [--smoke]
 
   loopback TCP copy   one thread sends, another receives, over 127.0.0.1, 1 MiB at a time
   file write          sequential 1 MiB writes to a new file in ``--dir``: without any sync
@@ -11,6 +11,7 @@
                       the first file freed, ran at ~5.7 GB/s. A broker writing new data meets
                       the first case.
 Every figure is bounded in bytes and in seconds; files are removed afterwards. MB = 10^6 bytes.
+--smoke takes each figure from at most 8 MiB in at most 1 s: it shows the script works, not the machine.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ LOOPBACK_BYTES = 2 * 1024**3
 WRITE_BYTES = 512 * 1024**2
 SYNCED_WRITE_BYTES = 256 * 1024**2
 LIMIT_S = 5.0
+SMOKE_BYTES = 8 * CHUNK_BYTES
+SMOKE_LIMIT_S = 1.0
 SOCKET_TIMEOUT_S = 10.0
 
 
@@ -90,21 +93,29 @@ def file_write_mb_s(directory: str, total_bytes: int, sync_every_chunk: bool, li
     return written / elapsed / 1e6
 
 
-def measure(directory: str) -> dict[str, float]:
-    """Every figure, in MB/s, keyed by the name the benchmark table shows."""
+def measure(directory: str, smoke: bool = False) -> dict[str, float]:
+    """Every figure, in MB/s, keyed by the name the benchmark table shows; with ``smoke`` each from at most
+    SMOKE_BYTES in SMOKE_LIMIT_S."""
+    if smoke:
+        loopback_bytes = write_bytes = synced_bytes = SMOKE_BYTES
+        limit_s = SMOKE_LIMIT_S
+    else:
+        loopback_bytes, write_bytes, synced_bytes, limit_s = LOOPBACK_BYTES, WRITE_BYTES, SYNCED_WRITE_BYTES, LIMIT_S
     return {
-        "loopback TCP copy": loopback_copy_mb_s(),
-        "file write, no sync, first pass": file_write_mb_s(directory, WRITE_BYTES, sync_every_chunk=False),
-        "file write, no sync, second pass": file_write_mb_s(directory, WRITE_BYTES, sync_every_chunk=False),
-        "file write, fdatasync per MiB": file_write_mb_s(directory, SYNCED_WRITE_BYTES, sync_every_chunk=True),
+        "loopback TCP copy": loopback_copy_mb_s(loopback_bytes, limit_s),
+        "file write, no sync, first pass": file_write_mb_s(directory, write_bytes, False, limit_s),
+        "file write, no sync, second pass": file_write_mb_s(directory, write_bytes, False, limit_s),
+        "file write, fdatasync per MiB": file_write_mb_s(directory, synced_bytes, True, limit_s),
     }
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dir", default=tempfile.gettempdir(), help="where the write test puts its file")
+    parser.add_argument("--smoke", action="store_true", help="each figure from at most 8 MiB in 1 s (a check that "
+                        "the script runs, not a measurement)")
     arguments = parser.parse_args()
-    for name, value in measure(arguments.dir).items():
+    for name, value in measure(arguments.dir, arguments.smoke).items():
         print(f"{name:34} {value:8.0f} MB/s")
     return 0
 

@@ -39,6 +39,17 @@ METADATA_REPEATS = 5
 PARTITIONS_PER_REQUEST = 1000
 
 
+def as_ms(seconds: float) -> str:
+    """Milliseconds, whole from 10 up and two significant digits below: a small run's figures do not print as 0."""
+    value = seconds * 1000
+    return f"{value:.0f}" if value >= 10 else f"{value:.2g}"
+
+
+def as_s(seconds: float) -> str:
+    """Seconds, to a tenth from 1 s up and two significant digits below."""
+    return f"{seconds:.1f}" if seconds >= 1 else f"{seconds:.2g}"
+
+
 class KbrokerOnDirectory(BrokerUnderTest):
     """The kbroker command on a data directory that outlives its process (for the restart)."""
 
@@ -172,41 +183,41 @@ def main() -> int:
         broker.spawn(free_port())
         broker.wait_ready(60)
         note("partitions", f"{total:,} in {arguments.topics} topics")
-        note("create", f"{create(broker.bootstrap, topics, arguments.deadline_s) * 1000:.0f} ms")
+        note("create", f"{as_ms(create(broker.bootstrap, topics, arguments.deadline_s))} ms")
         note("after create", f"RSS {broker.rss_mib():.0f} MiB, {broker.descriptors()} descriptors")
         if arguments.producer == "confluent":
             note("one acks=all message to each (confluent-kafka, a partition per request)",
-                 f"{one_message_each(broker.bootstrap, topics, arguments.deadline_s):.1f} s")
+                 f"{as_s(one_message_each(broker.bootstrap, topics, arguments.deadline_s))} s")
         else:
             note(f"one acks=all message to each ({PARTITIONS_PER_REQUEST:,} partitions per request)",
-                 f"{one_message_each_batched(broker.port, topics, arguments.deadline_s):.1f} s")
+                 f"{as_s(one_message_each_batched(broker.port, topics, arguments.deadline_s))} s")
         note("after the messages", f"RSS {broker.rss_mib():.0f} MiB, {broker.descriptors()} descriptors")
         timings = metadata_times(broker.port, total, arguments.deadline_s)
-        note("full Metadata", f"first {timings[0] * 1000:.0f} ms, then {min(timings[1:]) * 1000:.0f}-"
-                              f"{max(timings[1:]) * 1000:.0f} ms")
+        note("full Metadata", f"first {as_ms(timings[0])} ms, then {as_ms(min(timings[1:]))}-"
+                              f"{as_ms(max(timings[1:]))} ms")
         started = time.perf_counter()
         broker.stop()
-        note("stop (SIGTERM to exit)", f"{time.perf_counter() - started:.1f} s")
+        note("stop (SIGTERM to exit)", f"{as_s(time.perf_counter() - started)} s")
 
         started = time.perf_counter()
         broker.spawn(broker.port)
         broker.wait_ready(arguments.deadline_s)
-        note("restart: spawn to ready line", f"{time.perf_counter() - started:.1f} s")
+        note("restart: spawn to ready line", f"{as_s(time.perf_counter() - started)} s")
         note("restart: spawn to a full Metadata answered",
-             f"{first_metadata_after(broker.port, started, arguments.deadline_s):.1f} s")
+             f"{as_s(first_metadata_after(broker.port, started, arguments.deadline_s))} s")
         last_topic, last_count = topics[-1]
         note("restart: spawn to an acks=all message acknowledged",
-             f"{time.perf_counter() - started + one_message_each(broker.bootstrap, [(last_topic, 1)], 60):.1f} s")
+             f"{as_s(time.perf_counter() - started + one_message_each(broker.bootstrap, [(last_topic, 1)], 60))} s")
         note("after the restart", f"RSS {broker.rss_mib():.0f} MiB, {broker.descriptors()} descriptors")
         timings = metadata_times(broker.port, total, arguments.deadline_s)
-        note("full Metadata after the restart", f"{min(timings) * 1000:.0f}-{max(timings) * 1000:.0f} ms")
+        note("full Metadata after the restart", f"{as_ms(min(timings))}-{as_ms(max(timings))} ms")
         give_up = time.monotonic() + arguments.deadline_s
         while broker.remaining_logs() and time.monotonic() < give_up:
             time.sleep(1)
-        note("restart: spawn to every found log open (in the background)", f"{time.perf_counter() - started:.1f} s")
+        note("restart: spawn to every found log open (in the background)", f"{as_s(time.perf_counter() - started)} s")
         note("after every log opened", f"RSS {broker.rss_mib():.0f} MiB, {broker.descriptors()} descriptors")
         timings = metadata_times(broker.port, total, arguments.deadline_s)
-        note("full Metadata then", f"{min(timings) * 1000:.0f}-{max(timings) * 1000:.0f} ms")
+        note("full Metadata then", f"{as_ms(min(timings))}-{as_ms(max(timings))} ms")
     finally:
         broker.stop()
         shutil.rmtree(data_dir, ignore_errors=True)

@@ -154,8 +154,9 @@ def main(argv: list[str] | None = None) -> int:
     for name, (rate, cpu) in medians.items():
         print(f"  {name:15} {rate:>10,.0f} records/s   broker CPU {cpu:6.1f} ms per 1,000 records")
     share, consumer = medians["share group"], medians["consumer group"]
-    print(f"  share/consumer  {share[0] / consumer[0]:.2f}x the records/s at {share[1] / consumer[1]:.2f}x the CPU "
-          "per record")
+    # n/a where the consumer group's figure is 0: a short run can read in one poll, or use less CPU than a clock tick
+    rate_ratio, cpu_ratio = (f"{ours / theirs:.2f}x" if theirs else "n/a" for ours, theirs in zip(share, consumer))
+    print(f"  share/consumer  {rate_ratio} the records/s at {cpu_ratio} the CPU per record")
     return 0
 
 

@@ -1,6 +1,7 @@
 """Transactions on kbroker beside the tansu peer, measured with confluent-kafka in the same run.
 
-    python bench/txn_bench.py [--seconds 3] [--rounds 1] [--brokers kbroker,tansu] [--dir /tmp]
+    python bench/txn_bench.py [--seconds 3] [--check-transactions 50] [--rounds 1] [--brokers kbroker,tansu]
+                              [--dir /tmp]
 
 Each round starts every broker afresh as a real process on a free loopback port
 (bench/broker_bench.py's BrokerUnderTest; tansu with memory storage), then with
@@ -8,9 +9,9 @@ one confluent-kafka transactional producer:
   transactions/s   begin, produce, commit, for --seconds: one record per transaction, then
                    100 records of 100 bytes over 4 partitions per transaction (each commit
                    waits for its markers' round trip; records/s is 100 times that).
-  read_committed   50 committed and 50 aborted transactions of 10 records, interleaved, read
-                   back by a read_committed consumer: how many aborted records it was shown
-                   and how many committed ones it missed (both must be 0).
+  read_committed   --check-transactions committed and as many aborted transactions of 10
+                   records, interleaved, read back by a read_committed consumer: how many aborted
+                   records it was shown and how many committed ones it missed (both must be 0).
 Medians over the rounds, and the kbroker/tansu ratio of the medians. Every wait is bounded;
 nothing here fails on time.
 """
@@ -37,7 +38,6 @@ from group_bench import report  # noqa: E402
 READY_TIMEOUT_S = 30
 CALL_TIMEOUT_S = 30
 PARTITIONS = 4
-CHECK_TRANSACTIONS = 50
 CHECK_RECORDS = 10
 READ_TIMEOUT_S = 30
 
@@ -63,11 +63,11 @@ def transactions_per_second(bootstrap: str, topic: str, records: int, seconds: f
     return done / (time.monotonic() - started)
 
 
-def read_committed_check(bootstrap: str, topic: str) -> tuple[int, int]:
+def read_committed_check(bootstrap: str, topic: str, transactions: int) -> tuple[int, int]:
     """(aborted records shown, committed records missed) to a read_committed consumer."""
     sender = producer(bootstrap)
     committed, aborted = set(), set()
-    for number in range(2 * CHECK_TRANSACTIONS):
+    for number in range(2 * transactions):
         commit = number % 2 == 0
         values = {f"t{number}-{index}" for index in range(CHECK_RECORDS)}
         sender.begin_transaction()
@@ -117,7 +117,8 @@ def bench_broker(broker: BrokerUnderTest, arguments, results: dict) -> None:
 
         def run_check(name):
             if not check:
-                check.update(zip(("aborted", "missed"), read_committed_check(broker.bootstrap, check_topic)))
+                check.update(zip(("aborted", "missed"), read_committed_check(broker.bootstrap, check_topic,
+                                                                              arguments.check_transactions)))
             return check[name]
 
         measures.append(("read_committed: aborted records shown", check_topic, lambda: run_check("aborted")))
@@ -141,6 +142,8 @@ def bench_broker(broker: BrokerUnderTest, arguments, results: dict) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--check-transactions", type=int, default=50,
+                        help="committed transactions of the read_committed check, and as many aborted")
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--brokers", default="kbroker,tansu", help="comma-separated, kbroker and/or tansu; the last is the peer")
     parser.add_argument("--dir", default=tempfile.gettempdir(), help="where kbroker's data goes")
