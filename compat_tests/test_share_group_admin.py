@@ -227,11 +227,11 @@ def test_delete_groups_deletes_a_share_groups_state_first(broker):
     assert delete_groups(broker.port, "deleted", "never-was") == [ErrorCode.NONE, ErrorCode.GROUP_ID_NOT_FOUND]
     assert "deleted" not in listed(broker.port) and share_group_state(broker.port, "deleted") == "Dead"
     assert offsets(broker.port, "deleted", {"deleted": [0]}) == {("deleted", 0): (-1, 0, -1, ErrorCode.NONE)}
-    # The id starts afresh: a new group from epoch 0, its partition initialized again
+    # The id starts afresh: a new group from epoch 1 (Kafka 4.4's), its partition initialized again
     heartbeat = call(broker.port, "ShareGroupHeartbeat", 1, request(
         "ShareGroupHeartbeat", group_id="deleted", member_id=uuid.uuid4().hex, member_epoch=0,
         subscribed_topic_names=["deleted"]))
-    assert (heartbeat.error_code, heartbeat.member_epoch) == (ErrorCode.NONE, 1)
+    assert (heartbeat.error_code, heartbeat.member_epoch) == (ErrorCode.NONE, 2)
 
 
 # -- the share-partition leader reads the new state ------------------------------------------------------------

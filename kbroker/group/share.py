@@ -265,7 +265,10 @@ class ShareGroup:
         if updated != member or member_id not in group.members:
             self._write(written, *member_metadata_record(self.group_id, updated))
             subscription_changed = updated.subscribed_topic_names != member.subscribed_topic_names
-        bump = subscription_changed or self._initialized_assignment_pending(topics)
+        # Newly initialized partitions bump the epoch only when no new target is pending anyway (Kafka's
+        # shareGroupHeartbeat): that target will cover them.
+        bump = subscription_changed or (group.assignment_epoch >= group.group_epoch
+                                        and self._initialized_assignment_pending(topics))
         if bump or topics is not self._topics:
             self._topics = topics
             hashed = metadata_hash(self.subscribed_topic_names(), topics)
@@ -320,12 +323,15 @@ class ShareGroup:
 
     def _fence(self, member_id: str, topics: TopicsView, written: list) -> None:
         """Remove a member that left or whose session expired and bump the group epoch; the target is
-        computed again at the next heartbeat."""
+        computed again at the next heartbeat. The last member's going leaves nothing to assign: the
+        assignment epoch moves to the new group epoch (Kafka's shareGroupFenceMember)."""
         for key, value in member_tombstones(self.group_id, member_id):
             self._write(written, key, value)
         self._topics = topics
         hashed = metadata_hash(self.subscribed_topic_names(), topics)
         self._write(written, *group_epoch_record(self.group_id, self._working.group_epoch + 1, hashed))
+        if not self._working.members:
+            self._write(written, *assignment_epoch_record(self.group_id, self._working.group_epoch))
 
     def _update_target_assignment(self, topics: TopicsView, written: list) -> None:
         group = self._working
@@ -696,9 +702,9 @@ def _subscribed_only(assignment: Assignment, member: ShareGroupMember, topics: T
 
 
 def _has_share_partitions(group: StoredShareGroup) -> bool:
-    """Whether the group's ShareGroupStatePartitionMetadata lists anything: Kafka acts on that record's
-    presence, here read as its holding something (an emptied record answers as none)."""
-    return bool(group.initializing or group.initialized or group.deleting)
+    """Whether the group has a ShareGroupStatePartitionMetadata record: Kafka acts on that record's presence
+    (one emptied by deletions still stands)."""
+    return group.state_partitions_recorded
 
 
 def _named(topic_ids: Iterable[uuid.UUID], topics: TopicsView) -> dict[uuid.UUID, str]:

@@ -66,14 +66,19 @@ class StoredShareGroup:
     shareGroupStatePartitionMetadata map hold it."""
 
     exists: bool = True  # False once its ShareGroupMetadata tombstone is applied: the group is deleted
-    group_epoch: int = 0
+    # Kafka 4.4's ModernGroup starts at group epoch 1 and assignment epoch 1 (TargetAssignmentMetadata.INITIAL):
+    # a new group's first bump makes epoch 2.
+    group_epoch: int = 1
     metadata_hash: int = 0
-    assignment_epoch: int = 0
+    assignment_epoch: int = 1
     members: dict[str, ShareGroupMember] = field(default_factory=dict)
     target_assignment: dict[str, Assignment] = field(default_factory=dict)
     initializing: dict[uuid.UUID, TopicPartitionsInfo] = field(default_factory=dict)
     initialized: dict[uuid.UUID, TopicPartitionsInfo] = field(default_factory=dict)
     deleting: dict[uuid.UUID, str] = field(default_factory=dict)
+    # Whether a ShareGroupStatePartitionMetadata record stands, empty or not: Kafka acts on its presence
+    # (DeleteShareGroupOffsets answers nothing for a group that never had one, refuses a topic it lacks after).
+    state_partitions_recorded: bool = False
     # When the last ShareGroupStatePartitionMetadata was applied: Kafka stamps the topics initializing with
     # the time it replays their record, and asks for them again once group.share.initialize.retry.interval.ms
     # has passed. Not a record field, so left out of comparisons.
@@ -129,6 +134,7 @@ class StoredShareGroup:
             assigned_partitions=assignment_of(value.assigned_partitions))
 
     def _apply_state_partition_metadata(self, value, now_ms: int) -> None:
+        self.state_partitions_recorded = value is not None
         if value is None:
             self.initializing, self.initialized, self.deleting = {}, {}, {}
             return
@@ -215,7 +221,7 @@ def snapshot_records(group_id: str, group: StoredShareGroup) -> list[tuple]:
                  for member_id, assignment in group.target_assignment.items()]
     snapshot.append(assignment_epoch_record(group_id, group.assignment_epoch))
     snapshot += [current_assignment_record(group_id, member) for member in group.members.values()]
-    if group.initializing or group.initialized or group.deleting:
+    if group.state_partitions_recorded:
         snapshot.append(state_partition_metadata_record(group_id, group.initializing, group.initialized,
                                                         group.deleting))
     return snapshot

@@ -8,8 +8,8 @@ partition as ShareFetch checks it. Each partition is answered once its write is 
 from __future__ import annotations
 
 from kbroker import handlers
-from kbroker.handlers.share_common import (acknowledge_all, acknowledgement_batches, find_share_partitions,
-                                           share_response)
+from kbroker.handlers.share_common import (NO_LEADER_HINT, Acknowledged, acknowledge_all,
+                                           acknowledgement_batches, find_share_partitions, share_response)
 from kbroker.security.acls import AclOperation, ResourceType
 from kbroker.security.authorization import allowed
 from kbroker.wire.errors import ErrorCode
@@ -28,7 +28,7 @@ async def handle(broker, context, request):
     manager = broker.share_partitions
     session = manager.sessions.acknowledge(group_id, member_id, request.share_session_epoch)
     if session.error_code != ErrorCode.NONE:
-        return _refused(session.error_code, session.error_message)
+        return _refused(session.error_code)
     acknowledgements = {(topic.topic_id, partition.partition_index): acknowledgement_batches(partition)
                         for topic in request.topics for partition in topic.partitions}
     found = await find_share_partitions(broker, context, group_id, acknowledgements)
@@ -37,12 +37,13 @@ async def handle(broker, context, request):
         manager.session_closed(session.closed)
     by_topic: dict = {}
     for key, named in found.partitions.items():
+        acknowledge = acknowledged.get(key, Acknowledged(named.error_code))
         by_topic.setdefault(named.topic_id, []).append(PartitionData(
-            partition_index=named.index, error_code=acknowledged.get(key, named.error_code),
-            current_leader=PartitionData.LeaderIdAndEpoch(*(named.leader or (-1, -1)))))
+            partition_index=named.index, error_code=acknowledge.error_code, error_message=acknowledge.error_message,
+            current_leader=PartitionData.LeaderIdAndEpoch(*(named.leader or NO_LEADER_HINT))))
     return share_response(broker, context, ShareAcknowledgeResponse, TopicResponse, group_id, by_topic, found)
 
 
-def _refused(error_code: int, message: str | None = None):
-    return ShareAcknowledgeResponse(error_code=error_code, error_message=message, acquisition_lock_timeout_ms=0,
-                                    responses=[])
+def _refused(error_code: int):
+    """A top-level refusal: Kafka's ShareAcknowledgeRequest.getErrorResponse, whose error has no message."""
+    return ShareAcknowledgeResponse(error_code=error_code, acquisition_lock_timeout_ms=0, responses=[])

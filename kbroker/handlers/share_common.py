@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import trio
 
@@ -20,6 +21,23 @@ from kbroker.security.acls import AclOperation
 from kbroker.wire.errors import ErrorCode
 
 _HINTED = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH)
+# A partition answered without a hint: CurrentLeader as Kafka leaves it, its fields' defaults (0 and 0, not -1).
+NO_LEADER_HINT = (0, 0)
+# Kafka's words (SharePartition's exceptions) for what a share-partition refuses itself; the checks of a
+# request's own batches (KafkaApis.validateAcknowledgementBatches) answer with none.
+_REFUSAL_MESSAGES = {
+    ErrorCode.INVALID_RECORD_STATE:
+        "The record state is invalid. The acknowledgement of delivery could not be completed.",
+    ErrorCode.INVALID_REQUEST: "Batch record not found. The first offset in request is past acquired records.",
+}
+PartitionKey = tuple[uuid.UUID, int]  # (topic id, partition index)
+
+
+class Acknowledged(NamedTuple):
+    """How one partition's acknowledgements went: the error code, and Kafka's message with it."""
+
+    error_code: int
+    error_message: str | None = None
 
 
 @dataclass
@@ -71,24 +89,25 @@ async def find_share_partitions(broker, context, group_id: str, wanted) -> Found
 
 
 async def acknowledge_all(broker, group_id: str, member_id: str, found: Found,
-                          acknowledgements: dict[tuple[uuid.UUID, int], list]) -> dict[tuple[uuid.UUID, int], int]:
-    """Apply each partition's acknowledgement batches: the error code per partition, once every write is
-    settled. Malformed batches refuse the partition INVALID_REQUEST and change nothing."""
+                          acknowledgements: dict[PartitionKey, list]) -> dict[PartitionKey, Acknowledged]:
+    """Apply each partition's acknowledgement batches: how each went, once every write is settled. Malformed
+    batches refuse the partition INVALID_REQUEST and change nothing."""
     from kbroker.share.partition import validate_acknowledgement_batches
 
-    errors: dict[tuple[uuid.UUID, int], int] = {}
+    errors: dict[PartitionKey, Acknowledged] = {}
 
     async def acknowledge(key, named: Named, batches) -> None:
-        errors[key] = await broker.share_partitions.acknowledge(
+        error_code = await broker.share_partitions.acknowledge(
             (group_id, *key), named.share_partition, member_id, batches)
+        errors[key] = Acknowledged(error_code, _REFUSAL_MESSAGES.get(error_code))
 
     async with trio.open_nursery() as nursery:
         for key, batches in acknowledgements.items():
             named = found.partitions[key]
             if named.share_partition is None:
-                errors[key] = named.error_code
+                errors[key] = Acknowledged(named.error_code)
             elif (invalid := validate_acknowledgement_batches(batches)) != ErrorCode.NONE:
-                errors[key] = invalid
+                errors[key] = Acknowledged(invalid)
             else:
                 nursery.start_soon(acknowledge, key, named, batches)
     return errors

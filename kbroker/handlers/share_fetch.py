@@ -19,8 +19,8 @@ import trio
 
 from kbroker import handlers
 from kbroker.handlers.fetch import wait_for_any
-from kbroker.handlers.share_common import (acknowledge_all, acknowledgement_batches, find_share_partitions,
-                                           share_response)
+from kbroker.handlers.share_common import (NO_LEADER_HINT, Acknowledged, acknowledge_all,
+                                           acknowledgement_batches, find_share_partitions, share_response)
 from kbroker.security.acls import AclOperation, ResourceType
 from kbroker.security.authorization import allowed
 from kbroker.wire.errors import ErrorCode
@@ -29,6 +29,7 @@ from kbroker.wire.schema import API_BY_NAME
 ShareFetchResponse = API_BY_NAME["ShareFetch"].response_class
 TopicResponse = ShareFetchResponse.ShareFetchableTopicResponse
 PartitionData = TopicResponse.PartitionData
+ACCEPTED = Acknowledged(ErrorCode.NONE)  # a partition with no acknowledgements in the request
 
 
 @handlers.handles("ShareFetch", 1, 2)
@@ -50,7 +51,7 @@ async def handle(broker, context, request):
     if session.error_code == ErrorCode.SHARE_SESSION_LIMIT_REACHED:
         await trio.sleep(max(0, request.max_wait_ms) / 1000)  # as Kafka: the client retries after its wait
     if session.error_code != ErrorCode.NONE:
-        return _refused(session.error_code, session.error_message)
+        return _refused(session.error_code)
 
     found = await find_share_partitions(broker, context, group_id, list(session.partitions) + [
         key for key in acknowledgements if key not in session.partitions])
@@ -61,19 +62,22 @@ async def handle(broker, context, request):
     else:
         fetched = await _acquire(broker, request, group_id, member_id, found, session.partitions)
 
-    outcomes = [PartitionOutcome(*key, has_records=key in fetched, error_code=found.partitions[key].error_code)
-                for key in session.partitions]
+    # A final fetch fetches nothing: its answer carries the partitions it acknowledged, no others (Kafka's
+    # FinalContext answers only what the request's acknowledgements added).
+    outcomes = [] if session.final else [
+        PartitionOutcome(*key, has_records=key in fetched, error_code=found.partitions[key].error_code)
+        for key in session.partitions]
     answer = manager.sessions.response_partitions(session, outcomes)
     if answer.error_code != ErrorCode.NONE:
         return _refused(answer.error_code)
     carried = list(answer.partitions) + [key for key in acknowledged if key not in answer.partitions]
     by_topic: dict = {}
     for key in carried:
-        named, taken = found.partitions[key], fetched.get(key)
+        named, taken, acknowledge = found.partitions[key], fetched.get(key), acknowledged.get(key, ACCEPTED)
         by_topic.setdefault(named.topic_id, []).append(PartitionData(
             partition_index=named.index, error_code=named.error_code,
-            acknowledge_error_code=acknowledged.get(key, ErrorCode.NONE),
-            current_leader=PartitionData.LeaderIdAndEpoch(*(named.leader or (-1, -1))),
+            acknowledge_error_code=acknowledge.error_code, acknowledge_error_message=acknowledge.error_message,
+            current_leader=PartitionData.LeaderIdAndEpoch(*(named.leader or NO_LEADER_HINT)),
             records=taken.records if taken else b"",
             acquired_records=[PartitionData.AcquiredRecords(first_offset=run.first_offset, last_offset=run.last_offset,
                                                             delivery_count=run.delivery_count)
@@ -104,5 +108,6 @@ async def _acquire(broker, request, group_id: str, member_id: str, found, keys) 
         await wait_for_any([named.replica.advanced() for named in ready] + [manager.wake_on()], remaining)
 
 
-def _refused(error_code: int, message: str | None = None):
-    return ShareFetchResponse(error_code=error_code, error_message=message, acquisition_lock_timeout_ms=0, responses=[])
+def _refused(error_code: int):
+    """A top-level refusal: Kafka's ShareFetchRequest.getErrorResponse, whose error has no message."""
+    return ShareFetchResponse(error_code=error_code, acquisition_lock_timeout_ms=0, responses=[])

@@ -230,10 +230,11 @@ class SharePartitionManager:
         acquired = share_partition.acquire(member_id, max_records, batches, now, aborted=skipped)
         if not acquired:
             return Acquired(b"", [])
-        # Only the batches holding acquired offsets go out: the client delivers the acquired offsets of them.
-        pieces = [data[start:end] for start, end, (first, last) in positions
-                  if any(run.first_offset <= last and first <= run.last_offset for run in acquired)]
-        return Acquired(b"".join(pieces), acquired)
+        # The log from the first batch holding an acquired offset to the end of the last one goes out, batches
+        # between included, as Kafka slices it (ShareFetchUtils): the client delivers the acquired offsets only.
+        holding = [(start, end) for start, end, (first, last) in positions
+                   if any(run.first_offset <= last and first <= run.last_offset for run in acquired)]
+        return Acquired(data[holding[0][0]:holding[-1][1]], acquired)
 
     # -- acknowledging and releasing ---------------------------------------------------------------------------
 

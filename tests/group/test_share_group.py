@@ -185,20 +185,20 @@ def test_the_first_member_gets_its_partitions_once_their_state_is_initialized():
     harness = Harness(initialize=False)
     a = harness.client("a")
     response = a.join()
-    assert (response.member_id, response.member_epoch) == ("a", 1)
+    assert (response.member_id, response.member_epoch) == ("a", 2)  # a new group is at epoch 1, as in Kafka 4.4
     assert response.heartbeat_interval_ms == HEARTBEAT_INTERVAL_MS
     assert response.assignment.topic_partitions == []  # nothing is initialized at the share coordinator yet
     assert record_kinds(harness.persisted) == ["MemberMetadata", "Metadata", "TargetAssignmentMember",
                                                "TargetAssignmentMetadata", "CurrentMemberAssignment",
                                                "StatePartitionMetadata"]
     [asked] = harness.asked
-    assert (asked.group_id, asked.state_epoch, dict(asked.partitions)) == ("group", 1, {ORDERS: frozenset(range(6))})
+    assert (asked.group_id, asked.state_epoch, dict(asked.partitions)) == ("group", 2, {ORDERS: frozenset(range(6))})
     assert harness.group.persisted_state().initializing[ORDERS].partitions == frozenset(range(6))
 
     harness.carry_out(harness.group.state_initialized(asked.partitions, harness.topics, harness.now_ms))
     assert harness.group.initialized_partitions == {ORDERS: frozenset(range(6))}
     response = a.heartbeat()
-    assert response.member_epoch == 2  # the initialized partitions bump the group epoch
+    assert response.member_epoch == 3  # the initialized partitions bump the group epoch
     assert a.partitions() == set(range(6))
     assert harness.group.state is ShareGroupState.STABLE
 
@@ -478,7 +478,7 @@ def test_a_deleted_group_is_not_found_until_a_member_joins_again():
     described = harness.group.describe(harness.topics)
     assert (described.error_code, described.error_message) == (ErrorCode.GROUP_ID_NOT_FOUND, "Group group not found.")
     b = harness.client("b")
-    assert b.join().member_epoch == 1  # a new group, from epoch 0
+    assert b.join().member_epoch == 2  # a new group, from epoch 1
     assert harness.group.state is ShareGroupState.STABLE
 
 
@@ -652,11 +652,11 @@ def test_describe_gives_epochs_members_and_assignments_by_topic_name():
     harness, (a, b) = settled_group(2, orders=2)
     described = harness.group.describe(harness.topics)
     assert (described.error_code, described.group_id, described.group_state, described.group_epoch,
-            described.assignment_epoch, described.assignor_name) == (ErrorCode.NONE, "group", "Stable", 2, 2, "simple")
+            described.assignment_epoch, described.assignor_name) == (ErrorCode.NONE, "group", "Stable", 3, 3, "simple")
     assert ASSIGNOR_NAME == "simple"
     member = described.members[0]
     assert (member.member_id, member.member_epoch, member.client_id, member.client_host, member.rack_id,
-            member.subscribed_topic_names) == ("a", 2, "client", "/127.0.0.1", None, ["orders"])
+            member.subscribed_topic_names) == ("a", 3, "client", "/127.0.0.1", None, ["orders"])
     assert [(t.topic_id, t.topic_name, t.partitions) for t in member.assignment.topic_partitions] == \
         [(ORDERS, "orders", sorted(a.partitions()))]
     # A topic the broker no longer knows is left out.
@@ -668,7 +668,7 @@ def test_an_empty_group_is_described_and_listed_as_empty():
     assert group.listed() == ("group", "share", "Empty", "share")
     described = group.describe(topics_view())
     assert (described.group_state, described.group_epoch, described.assignment_epoch, described.members) == \
-        ("Empty", 0, 0, [])
+        ("Empty", 1, 1, [])  # Kafka 4.4: a new group is at epoch 1, its target assignment too
     assert (group.kind, group.protocol_type) == ("share", "share")
 
 

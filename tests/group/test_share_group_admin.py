@@ -8,7 +8,8 @@ import pytest
 
 from kbroker.effects import CoordinatorError, Persist
 from kbroker.group.coordinator import CoordinatorConfig, GroupCoordinator
-from kbroker.group.share import NO_OFFSETS_MESSAGE, UNKNOWN_TOPIC_MESSAGE, InitializeShareGroupState, ShareGroup
+from kbroker.group.share import (NO_OFFSETS_MESSAGE, UNKNOWN_TOPIC_MESSAGE, InitializeShareGroupState, ShareGroup,
+                                 ShareGroupConfig)
 from kbroker.wire.errors import ErrorCode
 from tests.group.test_coordinator_share_groups import HeartbeatRequest, settle
 from tests.group.test_share_group import ORDERS, PAYMENTS, Harness, record_kinds, replayed, settled_group, topics_view
@@ -100,13 +101,18 @@ def test_a_topic_still_deleting_is_deleted_again_whole():
     assert (deleted, refused) == ({ORDERS: frozenset({0, 1, 2})}, [])
 
 
-def test_offsets_deletion_of_a_group_without_share_partitions_answers_nothing():
+def test_offsets_deletion_answers_nothing_without_a_partitions_record_and_refuses_once_it_is_emptied():
+    never = ShareGroup("never", ShareGroupConfig(), 0)  # no ShareGroupStatePartitionMetadata ever written
+    assert never.begin_offsets_deletion(["orders", "gone"], topics_view(orders=1), 0) == ({}, [], [])
     harness = Harness()
     harness.client("a").join()
     harness.clients[0].leave()
     harness.carry_out(harness.group.begin_deletion(harness.topics, harness.now_ms)[1])
     harness.carry_out(harness.group.offsets_deleted([ORDERS], harness.topics, harness.now_ms))
-    assert harness.group.begin_offsets_deletion(["orders", "gone"], harness.topics, harness.now_ms) == ({}, [], [])
+    # The record stands, empty (Kafka 4.4 answers each topic then, as the differential suite saw)
+    deleted, refused, _ = harness.group.begin_offsets_deletion(["orders", "gone"], harness.topics, harness.now_ms)
+    assert (deleted, refused) == ({}, [("orders", NO_OFFSETS_MESSAGE), ("gone", UNKNOWN_TOPIC_MESSAGE)])
+    assert replayed(harness.persisted, harness).persisted_state().state_partitions_recorded
 
 
 def test_offsets_deletion_refuses_a_group_with_members():
@@ -157,7 +163,7 @@ def test_alter_makes_a_share_group_that_does_not_exist_and_refuses_other_kinds()
     groups = coordinator()
     initialize, effects = groups.alter_share_group_offsets("fresh", {ORDERS: {0: 4}}, NAMES, 0)
     assert isinstance(groups.groups["fresh"], ShareGroup)
-    assert initialize.state_epoch == 0 and initialize.start_offsets == {ORDERS: {0: 4}}
+    assert initialize.state_epoch == 1 and initialize.start_offsets == {ORDERS: {0: 4}}  # a new group's epoch
     settle(effects)
     assert groups.groups["fresh"].listed() == ("fresh", "share", "Empty", "share")
     groups.classic_group("classic", 0, create=True)
