@@ -24,7 +24,7 @@ import pytest
 from compat_tests.differential_generator import generated_session
 from compat_tests.kafka_oracle import reference_kafka  # noqa: F401 (the session's reference Kafka)
 from kbroker.testing import running_broker
-from testkit.differential import RULES, Side, compare
+from testkit.differential import RULES, Side, check_findings, compare
 
 SESSIONS = [session for path in sorted(pathlib.Path(__file__).parent.glob("differential_sessions*.py"))
             for session in importlib.import_module(f"compat_tests.{path.stem}").SESSIONS]
@@ -71,16 +71,7 @@ def run_both(session, kbroker, reference_kafka):
 def test_kbroker_answers_as_kafka_does(kbroker, reference_kafka, session):
     result = run_both(session, kbroker, reference_kafka)
     TOTALS["sessions"] += 1
-    found = sorted({difference.finding() for difference in result.differences})
-    findings = FINDINGS / f"{session.__name__}.txt"
-    if os.environ.get("KBTEST_DIFFERENTIAL_WRITE") == "1":
-        FINDINGS.mkdir(exist_ok=True)
-        findings.write_text("".join(f"{line}\n" for line in found))
-    known = set(findings.read_text().splitlines()) if findings.exists() else set()
-    new, gone = [line for line in found if line not in known], sorted(known - set(found))
-    assert not new and not gone, (f"{len(new)} differences not in {findings.name}:\n  " + "\n  ".join(new[:40])
-                                  + f"\n{len(gone)} lines of {findings.name} no longer found (fixed?):\n  "
-                                  + "\n  ".join(gone[:40]))
+    check_findings(FINDINGS / f"{session.__name__}.txt", result)
 
 
 GENERATED_RUNS = 3

@@ -61,11 +61,14 @@ def plan_topic(image: MetadataImage, request: TopicRequest, *, default_partition
     if request.assignments:
         if request.num_partitions != -1 or request.replication_factor != -1:
             raise TopicError(ErrorCode.INVALID_REQUEST, "Both numPartitions or replicationFactor and replicasAssignments were set.")
+        # Kafka's order: each partition's replicas in the request's order, the first setting the replication
+        # factor the others must have, then whether the partitions are numbered 0, 1, ...
+        replication = None
+        for replicas in request.assignments.values():
+            _check_manual_assignment(list(replicas), broker_ids, len(replicas) if replication is None else replication)
+            replication = len(replicas)
         if sorted(request.assignments) != list(range(len(request.assignments))):
             raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Partitions should be a consecutive 0-based integer sequence")
-        for replicas in request.assignments.values():
-            if not replicas or len(set(replicas)) != len(replicas) or not set(replicas) <= broker_ids:
-                raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Invalid replica assignment {replicas}")
         assignments = dict(request.assignments)
     else:
         partitions = default_partitions if request.num_partitions == -1 else request.num_partitions

@@ -14,6 +14,8 @@ compared after the named rules of ``RULES`` (below) have said what of it is trul
 - ``drop``: a value that differs between two runs of Kafka itself (a timestamp taken from a clock);
 - ``presence``: only whether it is null, empty or set (prose meant for people, such as error messages);
 - ``unordered``: an array whose order is not part of the protocol, compared as a sorted list;
+- ``sentinel``: only which sentinel it is (-1, 0, null...), or that it is some other value (how far a log
+  has come where each broker writes records of its own; a clock reading that one broker may not take);
 - ``omit``: not compared at all, nor whether it is there: a deliberate difference of kbroker's, each one
   written in docs/kafka-differences.md under the rule's name (an array all of whose elements are
   omitted is compared as an empty one).
@@ -25,6 +27,7 @@ of the path), by an ``Api.field`` pair, or by a piece of the flattened path (one
 
 from __future__ import annotations
 
+import os
 import socket
 import struct
 import uuid
@@ -46,7 +49,7 @@ KEYS = ("api_key", "name", "topic", "partition_index", "partition", "index", "gr
 @dataclass(frozen=True)
 class Rule:
     name: str
-    action: str  # rename, drop, presence, unordered, omit
+    action: str  # rename, drop, presence, unordered, omit, sentinel
     fields: tuple[str, ...]  # a field's name in any API ("port"), in one ("Fetch.records"), or a path's piece
     why: str
 
@@ -76,6 +79,22 @@ RULES: list[Rule] = [
          "the quorum's own timing (registrations, elections), run by run."),
     Rule("error_message", "presence", ("error_message",),
          "Prose for people: whether there is a message is compared, not its wording."),
+    Rule("quorum_progress", "sentinel", ("DescribeQuorum.high_watermark", "DescribeQuorum.log_end_offset",
+                                         "DescribeQuorum.last_fetch_timestamp",
+                                         "DescribeQuorum.last_caught_up_timestamp", "DescribeQuorum.leader_epoch"),
+         "The metadata log's offsets count each controller's own records (registrations, features, Kafka's "
+         "no-op record every 500 ms), its epoch how many elections its voters' timing took, and its voters' "
+         "fetch times are clock readings: whether each is there (-1 when not) is compared."),
+    Rule("sasl_token", "presence", ("SaslAuthenticate.auth_bytes",),
+         "A SCRAM server's first message carries a nonce (and a salt) it drew at random, its last a signature "
+         "over them: whether there is a token is compared, not its bytes."),
+    Rule("hash_order", "unordered", ("DescribeUserScramCredentials.results", "credential_infos",
+                                     "AlterUserScramCredentials.results", "DescribeAcls.resources",
+                                     "DescribeAcls.acls", "DeleteAcls.matching_acls",
+                                     "DescribeClientQuotas.entries", "DescribeClientQuotas.values",
+                                     "DescribeClientQuotas.entity"),
+         "Kafka lists these from Java hash maps and sets (keyed by enums, whose hash is the object's own, by "
+         "random ids, or by strings): their order is not part of the protocol and differs run by run."),
     # Deliberate differences (docs/kafka-differences.md names each rule).
     Rule("documentation", "presence", ("DescribeConfigs.documentation",),
          "A config's documentation is kbroker's own line, not Kafka's text: whether there is one is compared."),
@@ -270,6 +289,11 @@ class Normalizer:
         if rule.action == "unordered" and isinstance(value, list) and len(value) > 1:
             self.used.add(rule.name)
             return sorted(value, key=repr)
+        if rule.action == "sentinel":
+            if value is None or any(value == sentinel and type(value) is type(sentinel) for sentinel in SENTINELS):
+                return value
+            self.used.add(rule.name)
+            return "<set>"
         return value
 
     def answer(self, api_name: str, response) -> dict:
@@ -346,3 +370,18 @@ def compare(kbroker: Side, kafka: Side) -> Comparison:
                                                      left.get(path, "<absent>"), right.get(path, "<absent>")))
     result.rules_used = ours.used | theirs.used
     return result
+
+
+def check_findings(findings, result: Comparison) -> None:
+    """Fail unless ``result``'s differences are exactly the lines of the findings file ``findings`` (a
+    pathlib.Path): a difference not written there, or a line no longer found (fixed: take it out).
+    ``KBTEST_DIFFERENTIAL_WRITE=1`` writes the file afresh from ``result`` first, for review in the diff."""
+    found = sorted({difference.finding() for difference in result.differences})
+    if os.environ.get("KBTEST_DIFFERENTIAL_WRITE") == "1":
+        findings.parent.mkdir(exist_ok=True)
+        findings.write_text("".join(f"{line}\n" for line in found))
+    known = set(findings.read_text().splitlines()) if findings.exists() else set()
+    new, gone = [line for line in found if line not in known], sorted(known - set(found))
+    assert not new and not gone, (f"{len(new)} differences not in {findings.name}:\n  " + "\n  ".join(new[:40])
+                                  + f"\n{len(gone)} lines of {findings.name} no longer found (fixed?):\n  "
+                                  + "\n  ".join(gone[:40]))

@@ -45,25 +45,51 @@ for _name, _low, _high in (("Vote", 0, 2), ("BeginQuorumEpoch", 0, 1), ("EndQuor
 
 
 DescribeQuorumResponse = API_BY_NAME["DescribeQuorum"].response_class
+UNKNOWN_PARTITION_MESSAGE = "The metadata quorum is partition 0 of __cluster_metadata, alone in the request."
+
+
+def _names_the_quorum(request) -> bool:
+    """Whether the request asks for the quorum's one partition and nothing else."""
+    return (len(request.topics) == 1 and request.topics[0].topic_name == codec.METADATA_TOPIC
+            and len(request.topics[0].partitions) == 1 and request.topics[0].partitions[0].partition_index == 0)
 
 
 @handles("DescribeQuorum", 0, 2, CONTROLLER_HANDLERS)
 async def describe_quorum(controller, context, request):
     """The quorum's state from its leader; elsewhere NOT_LEADER_OR_FOLLOWER with a hint to the leader
     (only the leader knows how far each voter has fetched)."""
-    quorum = controller.driver.describe()
     partition_class = DescribeQuorumResponse.TopicData.PartitionData
+    if not _names_the_quorum(request):  # as Kafka's KafkaRaftClient: each partition asked for, unknown
+        return DescribeQuorumResponse(error_code=ErrorCode.NONE, topics=[DescribeQuorumResponse.TopicData(
+            topic_name=topic.topic_name, partitions=[partition_class(
+                partition_index=wanted.partition_index, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                error_message=UNKNOWN_PARTITION_MESSAGE, leader_id=0, leader_epoch=0, high_watermark=0,
+                current_voters=[], observers=[]) for wanted in topic.partitions]) for topic in request.topics], nodes=[])
+    quorum = controller.driver.describe()
     leading = quorum["leader"] == controller.node_id
     def replicas(kind: str) -> list:
+        # The leader has caught up with itself now (Kafka's LeaderState); another voter's catch-up is not
+        # tracked here: -1.
         return [partition_class.ReplicaState(replica_id=replica, log_end_offset=end, last_fetch_timestamp=fetched,
-                                             last_caught_up_timestamp=-1)
+                                             last_caught_up_timestamp=fetched if replica == controller.node_id else -1)
                 for replica, end, fetched in quorum[kind]] if leading else []
     partition = partition_class(
         partition_index=0, error_code=ErrorCode.NONE if leading else ErrorCode.NOT_LEADER_OR_FOLLOWER,
         leader_id=-1 if quorum["leader"] is None else quorum["leader"], leader_epoch=quorum["epoch"],
         high_watermark=quorum["high_watermark"], current_voters=replicas("voters"), observers=replicas("observers"))
     return DescribeQuorumResponse(error_code=ErrorCode.NONE, topics=[
-        DescribeQuorumResponse.TopicData(topic_name=codec.METADATA_TOPIC, partitions=[partition])], nodes=[])
+        DescribeQuorumResponse.TopicData(topic_name=codec.METADATA_TOPIC, partitions=[partition])],
+        nodes=_voter_endpoints(controller) if leading else [])
+
+
+def _voter_endpoints(controller) -> list:
+    """v2's nodes: each voter's controller listener, from controller.quorum.voters (a sole voter in the
+    broker's process listens nowhere: none)."""
+    if not controller.listens:
+        return []
+    node, listener = DescribeQuorumResponse.Node, DescribeQuorumResponse.Node.Listener
+    return [node(node_id=voter, listeners=[listener(name=controller.listener_name, host=host, port=port)])
+            for voter, (host, port) in sorted(controller.driver.voters.items())]
 
 
 # The metadata changes a broker forwards: the same handlers as a lone broker's, planned here against the

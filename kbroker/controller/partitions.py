@@ -127,7 +127,12 @@ def reassign(image: MetadataImage, topic_name: str, partition: int, target: list
     adding = [r for r in target if r not in current]
     removing = [r for r in current if r not in target]
     if not adding and not removing:
-        return ErrorCode.NONE, _settle(topic.topic_id, state, target, image) if state.adding or state.removing else None
+        if state.adding or state.removing:
+            return ErrorCode.NONE, _settle(topic.topic_id, state, target, image)
+        if list(state.replicas) != target:  # only reordered: done at once, its leader kept, as in Kafka
+            return ErrorCode.NONE, records.PartitionChangeRecord(partition_id=partition, topic_id=topic.topic_id,
+                                                                 replicas=target)
+        return ErrorCode.NONE, None
     replicas = list(dict.fromkeys(target + current))
     return ErrorCode.NONE, records.PartitionChangeRecord(partition_id=partition, topic_id=topic.topic_id,
                                                          replicas=replicas, adding_replicas=adding,

@@ -18,14 +18,36 @@ PartitionResult = TopicResult.ReassignablePartitionResponse
 ListResponse = API_BY_NAME["ListPartitionReassignments"].response_class
 
 
-def _answer(results) -> object:
-    return AlterResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None, responses=[
-        TopicResult(name=name, partitions=[PartitionResult(partition_index=p, error_code=code, error_message=None)
-                                           for p, code in partitions]) for name, partitions in results])
+# As Kafka, a partition refused carries a message (its ApiError's), but where Kafka's is its error's generic
+# one, which ApiError leaves out (NO_REASSIGNMENT_IN_PROGRESS); one accepted carries none.
+MESSAGES = {
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: "No such topic or partition.",
+    ErrorCode.INVALID_REPLICA_ASSIGNMENT: "The replicas must be one or more distinct registered brokers.",
+    ErrorCode.NO_REASSIGNMENT_IN_PROGRESS: None,
+    ErrorCode.INVALID_REPLICATION_FACTOR: "The reassignment changes the replication factor, which the request "
+                                          "does not allow.",
+    ErrorCode.NOT_CONTROLLER: "This node is not the active controller.",
+    ErrorCode.CLUSTER_AUTHORIZATION_FAILED: "ALTER on the cluster is needed.",
+}
+
+
+def _message(code: int) -> str | None:
+    if code == ErrorCode.NONE:
+        return None
+    return MESSAGES[code] if code in MESSAGES else ErrorCode(code).name
+
+
+def _answer(results, allow_replication_factor_change: bool = True) -> object:
+    return AlterResponse(
+        throttle_time_ms=0, allow_replication_factor_change=allow_replication_factor_change, error_code=ErrorCode.NONE,
+        error_message=None, responses=[TopicResult(name=name, partitions=[
+            PartitionResult(partition_index=p, error_code=code, error_message=_message(code)) for p, code in partitions])
+            for name, partitions in results])
 
 
 def _refusal(request, code: int = ErrorCode.NOT_CONTROLLER):
-    response = _answer([(t.name, [(p.partition_index, code) for p in t.partitions]) for t in request.topics])
+    response = _answer([(t.name, [(p.partition_index, code) for p in t.partitions]) for t in request.topics],
+                       request.allow_replication_factor_change)
     if code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED:
         response.error_code = code
     return response
@@ -41,13 +63,11 @@ async def alter(owner, context, request):
         answers = []
         for wanted in topic.partitions:
             target = None if wanted.replicas is None else list(wanted.replicas)
-            current = image.topics.get(topic.name)
-            if (keep_factor and target is not None and current is not None
-                    and 0 <= wanted.partition_index < len(current.partitions)
-                    and len(target) != len(current.partitions[wanted.partition_index].replicas)):
-                answers.append([wanted.partition_index, ErrorCode.INVALID_REPLICATION_FACTOR])
-                continue
             code, record = reassign(image, topic.name, wanted.partition_index, target)
+            # checked once the target is known to be a valid assignment, as Kafka's controller does (KIP-860)
+            if (keep_factor and code == ErrorCode.NONE and target is not None
+                    and len(target) != len(image.topics[topic.name].partitions[wanted.partition_index].replicas)):
+                code, record = ErrorCode.INVALID_REPLICATION_FACTOR, None
             answers.append([wanted.partition_index, code])
             if record is not None:
                 change.append(record)
@@ -61,7 +81,11 @@ async def alter(owner, context, request):
         for answer in answers:
             if error is not None and answer[1] == ErrorCode.NONE:
                 answer[1] = error
-    return _answer([(name, [tuple(a) for a in answers]) for name, answers in results])
+    response = _answer([(name, [tuple(a) for a in answers]) for name, answers in results],
+                       request.allow_replication_factor_change)
+    if not request.topics:  # Kafka's controller answers an empty request with its message's default, ""
+        response.error_message = ""
+    return response
 
 
 @handlers.handles("ListPartitionReassignments", 0, 0)

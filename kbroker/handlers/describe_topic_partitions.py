@@ -1,6 +1,7 @@
 """DescribeTopicPartitions (75): topics' partitions in name order, paged by a cursor as Kafka pages them."""
 
 from kbroker import handlers
+from kbroker.metadata.image import INTERNAL_TOPIC_NAMES
 from kbroker.security.acls import AclOperation, ResourceType
 from kbroker.security.authorization import allowed, authorized_operations
 from kbroker.topics import TopicError, validate_topic_name
@@ -76,5 +77,5 @@ def _missing(name: str) -> object:
         code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     except TopicError:
         code = ErrorCode.INVALID_TOPIC_EXCEPTION
-    return Topic(name=name, error_code=code, topic_id=ZERO_UUID, is_internal=name.startswith("__"),
+    return Topic(name=name, error_code=code, topic_id=ZERO_UUID, is_internal=name in INTERNAL_TOPIC_NAMES,
                  partitions=[], topic_authorized_operations=TOPIC_OPERATIONS)

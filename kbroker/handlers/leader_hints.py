@@ -22,7 +22,8 @@ def node_endpoints(image, leaders: set[int], response_class, listener: str) -> l
 
 def leader_epoch_error(partition, current_leader_epoch: int | None) -> int:
     """KIP-320: a request naming another leader epoch than this leader's comes from stale metadata:
-    FENCED_LEADER_EPOCH when it is older, UNKNOWN_LEADER_EPOCH when it is newer; -1 (or none) skips."""
-    if current_leader_epoch is None or current_leader_epoch < 0 or current_leader_epoch == partition.leader_epoch:
+    FENCED_LEADER_EPOCH when it is older, UNKNOWN_LEADER_EPOCH when it is newer; -1 (or none) skips. Only -1
+    means none, as in Kafka (``RequestUtils.getLeaderEpoch``): another negative epoch is older than any."""
+    if current_leader_epoch is None or current_leader_epoch == -1 or current_leader_epoch == partition.leader_epoch:
         return ErrorCode.NONE
     return ErrorCode.FENCED_LEADER_EPOCH if current_leader_epoch < partition.leader_epoch else ErrorCode.UNKNOWN_LEADER_EPOCH
