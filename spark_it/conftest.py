@@ -1,7 +1,8 @@
 """PySpark against a live kbroker process: the session, the broker and small client helpers.
 
 Every test here skips, with one reason, when Spark's Kafka connector cannot
-be had (see spark_it/connector.py) or Java is missing.
+be had (see spark_it/connector.py) or Java is missing; in CI (``CI`` or
+``KBTEST_REQUIRE_KAFKA=1`` set, as .ci/run does) each fails with that reason instead.
 """
 
 from __future__ import annotations
@@ -22,6 +23,11 @@ from spark_it.connector import ConnectorMissing, find_connector
 POLL_TIMEOUT_S = 60
 
 
+def _required() -> bool:
+    ci = os.environ.get("CI", "").strip().lower()
+    return ci not in ("", "0", "false", "no") or os.environ.get("KBTEST_REQUIRE_KAFKA") == "1"
+
+
 @functools.cache
 def _connector_or_reason():
     if shutil.which("java") is None:
@@ -38,7 +44,7 @@ def pytest_collection_modifyitems(config, items):
     if not ours:
         return
     connector, reason = _connector_or_reason()
-    if connector is None:
+    if connector is None and not _required():  # required: the spark fixture fails each test instead
         skip = pytest.mark.skip(reason=reason)
         for item in ours:
             item.add_marker(skip)
@@ -48,6 +54,9 @@ def pytest_collection_modifyitems(config, items):
 def spark():
     connector, reason = _connector_or_reason()
     if connector is None:
+        if _required():
+            pytest.fail(f"Spark's connector is required here (CI or KBTEST_REQUIRE_KAFKA=1 is set): {reason}",
+                        pytrace=False)
         pytest.skip(reason)
     from pyspark.sql import SparkSession
 
