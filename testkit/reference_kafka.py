@@ -18,6 +18,10 @@ Settings are Kafka's defaults except:
   and 2 cannot satisfy: offsets.topic.replication.factor, transaction.state.log.replication.factor,
   transaction.state.log.min.isr, share.coordinator.state.topic.replication.factor and
   share.coordinator.state.topic.min.isr, all 1 (as in Kafka's config/server.properties);
+- with ``sasl_users``, a SASL_PLAINTEXT listener on another free port (``KafkaNode.sasl_port``) offering
+  PLAIN and SCRAM-SHA-256 (sasl.enabled.mechanisms), PLAIN's users in the listener's JAAS config and each
+  user's SCRAM-SHA-256 credential written at format time (the storage tool's ``--add-scram``, 4096
+  iterations, Kafka's default);
 - whatever the caller's ``overrides`` say (group.initial.rebalance.delay.ms, for one, stays Kafka's
   3000 ms unless a caller says otherwise).
 No Kafka setting is changed to start sooner: with Kafka's own timings (election timeout, heartbeats) one
@@ -101,6 +105,7 @@ class KafkaNode:
         self.directory = directory
         self.port = port
         self.controller_port = controller_port
+        self.sasl_port = 0  # its SASL_PLAINTEXT listener's, when the cluster has one
         self.directory_id = random_kafka_uuid()  # its metadata directory's id (a dynamic quorum names it)
         self.process: subprocess.Popen | None = None
 
@@ -142,12 +147,15 @@ class ReferenceKafka(CreatesTopics):
     kraft.version 0, as kbroker's clusters) or ``"dynamic"`` (KIP-853: controller.quorum.bootstrap.servers,
     formatted ``--standalone`` or with ``--initial-controllers``, kraft.version 1, as Kafka 4's quickstart).
     ``jvm_options``: ``QUICK_START_JVM_OPTIONS`` or ``KAFKA_SCRIPT_JVM_OPTIONS``; the heap is bounded by
-    ``heap_mb``. Use it as a context manager, or ``start()`` then ``stop()``.
+    ``heap_mb``. ``sasl_users``: {user: password} for an added SASL_PLAINTEXT listener (PLAIN and
+    SCRAM-SHA-256; the module's docstring says how). Use it as a context manager, or ``start()`` then
+    ``stop()``.
     """
 
     def __init__(self, directory: str | os.PathLike, overrides: dict[str, object] | None = None, nodes: int = 1, *,
                  quorum: str = "static", heap_mb: int = HEAP_MB,
-                 jvm_options: tuple[str, ...] = QUICK_START_JVM_OPTIONS) -> None:
+                 jvm_options: tuple[str, ...] = QUICK_START_JVM_OPTIONS,
+                 sasl_users: dict[str, str] | None = None) -> None:
         overrides = dict(overrides or {})
         refused = sorted(set(overrides) & set(NODE_SETTINGS))
         if refused:
@@ -157,7 +165,9 @@ class ReferenceKafka(CreatesTopics):
         if quorum not in ("static", "dynamic"):
             raise ValueError(f"quorum is 'static' or 'dynamic', not {quorum!r}")
         self.directory = Path(directory)
-        self.settings = (SINGLE_NODE_SETTINGS if nodes == 1 else {}) | overrides
+        self.sasl_users = dict(sasl_users or {})
+        self.settings = ((SINGLE_NODE_SETTINGS if nodes == 1 else {}) | _sasl_settings(self.sasl_users)
+                         | overrides)
         self.quorum = quorum
         self.heap_mb = heap_mb
         self.jvm_options = tuple(jvm_options)
@@ -175,22 +185,30 @@ class ReferenceKafka(CreatesTopics):
     def ports(self) -> list[int]:
         return [node.port for node in self.nodes]
 
-    def start(self, timeout_s: float = 20) -> float:
+    def start(self, timeout_s: float = 20, ports: list[int] | None = None) -> float:
         """Format and start every node; return once all serve (the seconds it took, also in
         ``start_seconds``). Raises :class:`Unavailable` when java or the jars cannot be had, and
-        RuntimeError (with the nodes' last log lines) when Kafka does not serve within ``timeout_s``."""
+        RuntimeError (with the nodes' last log lines) when Kafka does not serve within ``timeout_s``.
+        ``ports``: each node's client port then controller port, for a caller that must know them before
+        the start (a benchmark's client waiting for the first answer); free ones otherwise."""
         if self.nodes:
             raise RuntimeError("this ReferenceKafka was started already")
+        if ports is not None and len(set(ports)) != 2 * self._node_count:
+            raise ValueError(f"{self._node_count} node(s) take {2 * self._node_count} distinct ports, not {ports}")
         java = shutil.which("java")
         if java is None:
             raise Unavailable("java not found on PATH (the reference Kafka needs a JDK, 17 or newer)")
         jars = os.pathsep.join(map(str, classpath(KAFKA_PROFILE)))
         started = time.monotonic()
         deadline = started + timeout_s
-        ports = free_ports(2 * self._node_count)
+        ports = list(ports) if ports is not None else free_ports(2 * self._node_count)
         node_ids = range(1, self._node_count + 1)
         self.nodes = [KafkaNode(node_id, self.directory / f"node-{node_id}", port, controller_port)
                       for node_id, port, controller_port in zip(node_ids, ports[::2], ports[1::2])]
+        if self.sasl_users:
+            drawn = [port for port in free_ports(len(ports) + self._node_count) if port not in ports]
+            for node, sasl_port in zip(self.nodes, drawn):
+                node.sasl_port = sasl_port
         try:
             self._write_configs()
             self._format([java, *self._jvm_arguments(), "-cp", jars], deadline)
@@ -239,6 +257,8 @@ class ReferenceKafka(CreatesTopics):
                                                         for other in self.nodes)}
                   if self.quorum == "static" else {"controller.quorum.bootstrap.servers": controllers})
         listeners = f"PLAINTEXT://127.0.0.1:{node.port},CONTROLLER://127.0.0.1:{node.controller_port}"
+        if node.sasl_port:
+            listeners += f",SASL_PLAINTEXT://127.0.0.1:{node.sasl_port}"
         return {"process.roles": "broker,controller", "node.id": node.node_id, "listeners": listeners,
                 "advertised.listeners": listeners, "controller.listener.names": "CONTROLLER",
                 "listener.security.protocol.map": PROTOCOL_MAP, **quorum, "log.dirs": node.data_dir}
@@ -253,6 +273,8 @@ class ReferenceKafka(CreatesTopics):
         elif self.quorum == "dynamic":
             arguments += ["--initial-controllers", ",".join(
                 f"{other.node_id}@127.0.0.1:{other.controller_port}:{other.directory_id}" for other in self.nodes)]
+        for user, password in self.sasl_users.items():
+            arguments += ["--add-scram", f'SCRAM-SHA-256=[name={user},password="{password}"]']
         return arguments
 
     def _format(self, java_command: list[str], deadline: float) -> None:
@@ -299,6 +321,18 @@ class ReferenceKafka(CreatesTopics):
     def _fail(self, reason: str) -> None:
         raise RuntimeError(f"the reference Kafka did not start: {reason}\n"
                            + "\n".join(node.log_tail() for node in self.nodes))
+
+
+def _sasl_settings(users: dict[str, str]) -> dict[str, str]:
+    """The SASL_PLAINTEXT listener's mechanisms and JAAS configs (none without users)."""
+    if not users:
+        return {}
+    plain_users = " ".join(f'user_{user}="{password}"' for user, password in users.items())
+    return {"sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config":
+                f"org.apache.kafka.common.security.plain.PlainLoginModule required {plain_users};",
+            "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config":
+                "org.apache.kafka.common.security.scram.ScramLoginModule required;"}
 
 
 def _serves(node: KafkaNode, brokers: int) -> bool:
