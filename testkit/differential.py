@@ -92,7 +92,8 @@ RULES: list[Rule] = [
                                      "AlterUserScramCredentials.results", "DescribeAcls.resources",
                                      "DescribeAcls.acls", "DeleteAcls.matching_acls",
                                      "DescribeClientQuotas.entries", "DescribeClientQuotas.values",
-                                     "DescribeClientQuotas.entity"),
+                                     "DescribeClientQuotas.entity", "AlterClientQuotas.entries",
+                                     "AlterClientQuotas.entity"),
          "Kafka lists these from Java hash maps and sets (keyed by enums, whose hash is the object's own, by "
          "random ids, or by strings): their order is not part of the protocol and differs run by run."),
     # Deliberate differences (docs/kafka-differences.md names each rule).

@@ -16,8 +16,14 @@ def _entity(entry) -> list:
     return [Entry.EntityData(entity_type=e.entity_type, entity_name=e.entity_name) for e in entry.entity]
 
 
+# Kafka's messages of the refusals that answer every entity alike (its exceptions' default messages).
+_REFUSAL_MESSAGES = {ErrorCode.CLUSTER_AUTHORIZATION_FAILED: "Cluster authorization failed.",
+                     ErrorCode.NOT_CONTROLLER: "This is not the correct controller for this cluster."}
+
+
 def _refusal(request, code: int = ErrorCode.NOT_CONTROLLER):
-    return AlterClientQuotasResponse(entries=[Entry(error_code=code, entity=_entity(e)) for e in request.entries])
+    return AlterClientQuotasResponse(entries=[Entry(error_code=code, error_message=_REFUSAL_MESSAGES.get(code),
+                                                    entity=_entity(e)) for e in request.entries])
 
 
 @handlers.handles("AlterClientQuotas", 0, 1)
@@ -36,7 +42,7 @@ async def handle(broker, context, request):
         data = [records.ClientQuotaRecord.EntityData(entity_type=kind, entity_name=name) for kind, name in parts]
         change += [records.ClientQuotaRecord(entity=data, key=op.key, value=0.0 if op.remove else op.value,
                                              remove=op.remove) for op in entry.ops]
-        results.append(Entry(entity=_entity(entry)))
+        results.append(Entry(error_message=None, entity=_entity(entry)))
     error = await broker.submit(change) if change and not request.validate_only else None
     handlers.mark_not_made(results, error)
     return AlterClientQuotasResponse(entries=results)

@@ -8,13 +8,16 @@ import uuid
 
 from kbroker import handlers
 from kbroker.metadata import records
-from kbroker.security.acls import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType, validate_binding
-from kbroker.security.authorization import allowed_on_cluster, binding_of
+from kbroker.security.acls import (AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType, has_unknown,
+                                   validate_binding)
+from kbroker.security.authorization import REFUSAL_MESSAGES, allowed_on_cluster, binding_of
+from kbroker.wire import DecodeError
 from kbroker.wire.errors import ErrorCode
 from kbroker.wire.schema import API_BY_NAME
 
 CreateAclsResponse = API_BY_NAME["CreateAcls"].response_class
 Result = CreateAclsResponse.AclCreationResult
+NOT_AUTHORIZED = REFUSAL_MESSAGES[ErrorCode.CLUSTER_AUTHORIZATION_FAILED]
 
 
 def _answer_all(request, code: int, message: str | None = None):
@@ -23,8 +26,11 @@ def _answer_all(request, code: int, message: str | None = None):
 
 @handlers.handles("CreateAcls", 1, 3)
 async def handle(broker, context, request):
+    if any(has_unknown(c.resource_type, c.resource_pattern_type, c.operation, c.permission_type)
+           for c in request.creations):
+        raise DecodeError("CreateAcls with an UNKNOWN resource type, pattern type, operation or permission")
     if not allowed_on_cluster(broker, context, AclOperation.ALTER):
-        return _answer_all(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+        return _answer_all(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, NOT_AUTHORIZED)
     return await _create(broker, context, request)
 
 

@@ -2,7 +2,7 @@
 
 from kbroker import handlers
 from kbroker.security.acls import AclOperation, ResourceType
-from kbroker.security.authorization import allowed
+from kbroker.security.authorization import REFUSAL_MESSAGES, allowed
 from kbroker.topics import removal_records
 from kbroker.wire.errors import ErrorCode
 from kbroker.wire.primitives import ZERO_UUID
@@ -33,8 +33,10 @@ async def handle(broker, context, request):
         topic = broker.image.topics.get(name) if name is not None else broker.image.topic_by_id(topic_id)
         return allowed(broker, context, AclOperation.DELETE, ResourceType.TOPIC, topic.name if topic else name or "")
     refused = [(name, topic_id) for name, topic_id in _wanted(request) if not may_delete(name, topic_id)]
-    answers = [Result(name=name, topic_id=topic_id, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED
-                      if name is not None else ErrorCode.UNKNOWN_TOPIC_ID) for name, topic_id in refused]
+    answers = [Result(name=name, topic_id=topic_id, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                      error_message=REFUSAL_MESSAGES[ErrorCode.TOPIC_AUTHORIZATION_FAILED])
+               if name is not None else Result(name=name, topic_id=topic_id, error_code=ErrorCode.UNKNOWN_TOPIC_ID)
+               for name, topic_id in refused]
     _, throttled = handlers.admit_mutations(broker, context, [w for w in _wanted(request) if w not in refused],
                                             lambda wanted: _partitions(broker, *wanted), _STRICT_QUOTA_FROM)
     answers += [Result(name=name, topic_id=topic_id, error_code=ErrorCode.THROTTLING_QUOTA_EXCEEDED,

@@ -15,7 +15,8 @@ Entry = DescribeClientQuotasResponse.EntryData
 @handlers.handles("DescribeClientQuotas", 0, 1)
 async def handle(broker, context, request):
     if not allowed_on_cluster(broker, context, AclOperation.DESCRIBE_CONFIGS):
-        return DescribeClientQuotasResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, entries=None)
+        return DescribeClientQuotasResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message=None,
+                                            entries=None)
     components = [(c.entity_type, c.match_type, c.match) for c in request.components]
     problem = quotas.validate_describe(components)
     if problem is not None:

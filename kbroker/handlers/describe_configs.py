@@ -5,6 +5,7 @@ from kbroker.config.admin import BROKER_RESOURCE, ConfigsError, config_authoriza
 from kbroker.config.group_config_admin import describe_group
 from kbroker.config.loggers import BROKER_LOGGER_RESOURCE, describe_loggers
 from kbroker.security.acls import AclOperation
+from kbroker.security.authorization import REFUSAL_MESSAGES
 from kbroker.metadata.image import GROUP_RESOURCE, TOPIC_RESOURCE
 from kbroker.wire.errors import ErrorCode
 from kbroker.wire.schema import API_BY_NAME
@@ -24,7 +25,7 @@ async def handle(broker, context, request):
                                              resource.resource_name)
         try:
             if refused is not None:
-                raise ConfigsError(refused, None)
+                raise ConfigsError(refused, REFUSAL_MESSAGES.get(refused))
             if resource.resource_type == TOPIC_RESOURCE:
                 entries = describe_topic(broker.config_layers, broker.image, resource.resource_name, keys)
             elif resource.resource_type == BROKER_RESOURCE:

@@ -14,11 +14,14 @@ Result = DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult
 @handlers.handles("DescribeUserScramCredentials", 0, 0)
 async def handle(broker, context, request):
     if not allowed_on_cluster(broker, context, AclOperation.DESCRIBE):
-        return DescribeUserScramCredentialsResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, results=[])
+        # As Kafka's error answer: the code at the top and once per user named, without the user's name.
+        refused = Result(user="", error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message=None)
+        return DescribeUserScramCredentialsResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                                    error_message=None, results=[refused] * len(request.users or ()))
     infos: dict[str, list] = {}
     for (user, mechanism), record in sorted(broker.image.scram_credentials.items()):
         infos.setdefault(user, []).append(Result.CredentialInfo(mechanism=mechanism, iterations=record.iterations))
-    if request.users is None:
+    if not request.users:  # null or empty: every user
         return DescribeUserScramCredentialsResponse(
             results=[Result(user=user, credential_infos=found) for user, found in infos.items()])
     names = [user.name for user in request.users]

@@ -15,7 +15,7 @@ from kbroker import handlers
 from kbroker.effects import CoordinatorError
 from kbroker.handlers.interfaces import HandlerNode
 from kbroker.security.acls import AclOperation, ResourceType
-from kbroker.security.authorization import allowed, allowed_on_cluster
+from kbroker.security.authorization import REFUSAL_MESSAGES, allowed, allowed_on_cluster
 from kbroker.wire.errors import ErrorCode
 from kbroker.wire.schema import API_BY_NAME
 
@@ -35,7 +35,8 @@ async def handle(broker: HandlerNode, context, request):
         return FindCoordinatorResponse(coordinators=found)
     [one] = found
     # Before v4 Kafka's answer carries Errors.message(): the error's name when there is no error.
-    message = "NONE" if one.error_code == ErrorCode.NONE else one.error_message
+    message = ("NONE" if one.error_code == ErrorCode.NONE else one.error_message
+               or REFUSAL_MESSAGES.get(one.error_code, one.error_message))
     return FindCoordinatorResponse(error_code=one.error_code, error_message=message, node_id=one.node_id, host=one.host, port=one.port)
 
 
@@ -45,11 +46,11 @@ async def _find(broker: HandlerNode, context, key_type: int, key: str) -> Coordi
     if key_type == SHARE and context.api_version < _SHARE_FROM:
         return _refused(key, ErrorCode.INVALID_REQUEST, f"A share coordinator is found from v{_SHARE_FROM}")
     if key_type == GROUP and not allowed(broker, context, AclOperation.DESCRIBE, ResourceType.GROUP, key):
-        return _refused(key, ErrorCode.GROUP_AUTHORIZATION_FAILED, None)
+        return _refused(key, ErrorCode.GROUP_AUTHORIZATION_FAILED, "")
     if key_type == TRANSACTION and not allowed(broker, context, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
-        return _refused(key, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None)
+        return _refused(key, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "")
     if key_type == SHARE and not allowed_on_cluster(broker, context, AclOperation.CLUSTER_ACTION):
-        return _refused(key, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
+        return _refused(key, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "")
     placed = key
     if key_type == SHARE:
         from kbroker.share.coordinators import normalized_coordinator_key  # the share coordinator's core: on first use

@@ -24,7 +24,7 @@ async def handle(broker, context, request):
             require_transactional_id(broker, context, AclOperation.WRITE, request.transactional_id)
             shell.coordinator.check(request.transactional_id)
         except CoordinatorError as error:
-            return InitProducerIdResponse(error_code=error.error_code)
+            return InitProducerIdResponse(error_code=error.error_code, producer_id=-1, producer_epoch=-1)
         waiter = shell.new_waiter()
         shell.apply(request.transactional_id, shell.coordinator.init_producer_id(
             waiter, request.transactional_id, request.transaction_timeout_ms, request.producer_id, request.producer_epoch,

@@ -1,7 +1,9 @@
 """SaslAuthenticate (36): one step of the connection's SASL exchange (kbroker/security/session.py).
 
 A failure is answered with SASL_AUTHENTICATION_FAILED and its reason, and the
-connection closes once the answer is written.
+connection closes once the answer is written. On a connection authenticated
+already (and not re-authenticating) it is answered ILLEGAL_SASL_STATE, as Kafka's
+KafkaApis answers it, and the connection goes on.
 """
 
 import logging
@@ -17,6 +19,10 @@ SaslAuthenticateResponse = API_BY_NAME["SaslAuthenticate"].response_class
 
 @handlers.handles("SaslAuthenticate", 0, 2)
 async def handle(broker, context, request):
+    if not context.session.exchanging:
+        return SaslAuthenticateResponse(error_code=ErrorCode.ILLEGAL_SASL_STATE, auth_bytes=b"",
+                                        error_message="SaslAuthenticate request received after successful "
+                                                      "authentication")
     try:
         token, lifetime_ms = context.session.authenticate(bytes(request.auth_bytes))
     except AuthenticationFailed as failure:

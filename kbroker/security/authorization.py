@@ -24,6 +24,11 @@ AUTHORIZER_NAMES = ("org.apache.kafka.metadata.authorizer.StandardAuthorizer", "
                     "kbroker.security.Authorizer")
 CLUSTER = "kafka-cluster"
 ALL_OPERATIONS = -2147483648  # KIP-430's "not asked for" marker in responses
+# Kafka's messages of the authorization errors (Errors.message()), for the answers that carry one.
+REFUSAL_MESSAGES = {ErrorCode.TOPIC_AUTHORIZATION_FAILED: "Topic authorization failed.",
+                    ErrorCode.GROUP_AUTHORIZATION_FAILED: "Group authorization failed.",
+                    ErrorCode.CLUSTER_AUTHORIZATION_FAILED: "Cluster authorization failed.",
+                    ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED: "Transactional Id authorization failed."}
 
 
 class Authorization:

@@ -31,7 +31,10 @@ CONNECTION_CREATION_RATE = "connection_creation_rate"  # KIP-612: connections ac
 KEYS = {USER: {PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE, CONTROLLER_MUTATION_RATE},
         CLIENT_ID: {PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE, CONTROLLER_MUTATION_RATE},
         IP: {CONNECTION_CREATION_RATE}}
-_INTEGRAL = {PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, CONNECTION_CREATION_RATE}
+# The whole-number quotas and their bounds, as Kafka's QuotaConfig types them (LONG, INT); Java compares a
+# double with the bound made a double.
+_INTEGRAL = {PRODUCER_BYTE_RATE: ("a LONG", float(2**63 - 1)), CONSUMER_BYTE_RATE: ("a LONG", float(2**63 - 1)),
+             CONNECTION_CREATION_RATE: ("an INT", float(2**31 - 1))}
 MATCH_EXACT, MATCH_DEFAULT, MATCH_ANY = 0, 1, 2
 
 Entity = tuple  # sorted ((entity type, name or None for <default>), ...)
@@ -64,19 +67,24 @@ def validate_entity(parts: list[tuple[str, str | None]]) -> tuple[int, str] | No
 
 
 def validate_alteration(parts: list[tuple[str, str | None]], key: str, value: float, remove: bool) -> tuple[int, str] | None:
-    """What AlterClientQuotas refuses for one op on an entity, as Kafka's ClientQuotaControlManager."""
+    """What AlterClientQuotas refuses for one op on an entity, as Kafka's ClientQuotaControlManager, in its
+    order (a removal names any key: what is there goes)."""
     problem = validate_entity(parts)
-    if problem is not None:
+    if problem is not None or remove:
         return problem
     allowed = set.intersection(*(KEYS[kind] for kind, _ in parts))
     if key not in allowed:
         return ErrorCode.INVALID_REQUEST, f"Invalid configuration key {key}"
-    if remove:
-        return None
-    if value != value or value <= 0:  # NaN too
-        return ErrorCode.INVALID_REQUEST, f"Invalid value {value} for configuration key {key}: it must be positive"
-    if key in _INTEGRAL and value != int(value):
-        return ErrorCode.INVALID_REQUEST, f"Configuration {key} must be a whole number, not {value}"
+    if not math.isfinite(value):
+        return ErrorCode.INVALID_REQUEST, f"Quota {key} must be a finite number"
+    if value <= 0:
+        return ErrorCode.INVALID_REQUEST, f"Quota {key} must be greater than 0"
+    if key in _INTEGRAL:
+        kind, largest = _INTEGRAL[key]
+        if value > largest:
+            return ErrorCode.INVALID_REQUEST, f"Proposed value for {key} is too large for {kind}."
+        if abs(math.fmod(value, 1.0)) > 1e-6:
+            return ErrorCode.INVALID_REQUEST, f"{key} cannot be a fractional value."
     return None
 
 
@@ -105,18 +113,25 @@ def _component_matches(names: dict, kind: str, match_type: int, match: str | Non
 
 
 def validate_describe(components: list[tuple[str, int, str | None]]) -> tuple[int, str] | None:
-    kinds = [kind for kind, _, _ in components]
-    if len(set(kinds)) != len(kinds):
-        return ErrorCode.INVALID_REQUEST, "Duplicate entity type in the filter"
+    """What DescribeClientQuotas refuses, component by component in Kafka's order (ClientQuotasImage)."""
+    seen = set()
     for kind, match_type, match in components:
+        if not kind:
+            return ErrorCode.INVALID_REQUEST, "Invalid empty entity type."
+        if kind in seen:
+            return ErrorCode.INVALID_REQUEST, f"Entity type {kind} cannot appear more than once in the filter."
+        if kind not in KEYS:
+            return ErrorCode.UNSUPPORTED_VERSION, f"Unsupported entity type {kind}"
         if match_type not in (MATCH_EXACT, MATCH_DEFAULT, MATCH_ANY):
             return ErrorCode.INVALID_REQUEST, f"Unknown match type {match_type}"
         if match_type == MATCH_EXACT and match is None:
-            return ErrorCode.INVALID_REQUEST, f"Exact match of {kind} needs a name"
+            return ErrorCode.INVALID_REQUEST, "Request specified MATCH_TYPE_EXACT, but set match string to null."
         if match_type != MATCH_EXACT and match is not None:
-            return ErrorCode.INVALID_REQUEST, f"Only an exact match of {kind} takes a name"
-    if IP in kinds and len(kinds) > 1:
-        return ErrorCode.INVALID_REQUEST, "ip cannot be combined with user or client-id"
+            return ErrorCode.INVALID_REQUEST, "Only MATCH_TYPE_EXACT takes a match string."
+        seen.add(kind)
+    if IP in seen and len(seen) > 1:
+        return ErrorCode.INVALID_REQUEST, ("Invalid entity filter component combination. IP filter component should "
+                                           "not be used with user or clientId filter component.")
     return None
 
 

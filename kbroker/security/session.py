@@ -3,7 +3,9 @@
 Kafka's server-side SASL state machine (SaslServerAuthenticator): on a SASL
 listener only ApiVersions and SaslHandshake are admitted until a handshake
 picks a mechanism, then SaslAuthenticate until the exchange completes;
-anything else closes the connection. A v0 handshake is followed by the
+anything else closes the connection. Once authenticated, another SaslHandshake
+or SaslAuthenticate (re-authentication aside) is answered ILLEGAL_SASL_STATE
+and the connection goes on, as Kafka's KafkaApis answers them. A v0 handshake is followed by the
 mechanism's tokens as bare size-prefixed frames instead of SaslAuthenticate
 requests. A failed exchange is answered with SASL_AUTHENTICATION_FAILED and
 the connection closed. With ``connections.max.reauth.ms`` (KIP-368) the
@@ -50,17 +52,22 @@ class Session:
         if api_key in (API_VERSIONS, SASL_HANDSHAKE):
             return True
         if api_key == SASL_AUTHENTICATE:
-            return self._exchange is not None and not self.raw_tokens
+            if self._exchange is not None:
+                return not self.raw_tokens
+            return self.authenticated and (self._expires_at is None or self._clock() < self._expires_at)
         if not self.authenticated or self._exchange is not None:
             return False
         return self._expires_at is None or self._clock() < self._expires_at
 
     def handshake(self, mechanism: str, version: int) -> int:
-        """SaslHandshake: the error code to answer (the connection closes after a refusal)."""
+        """SaslHandshake: the error code to answer (the connection closes after a mechanism refused or a
+        handshake in the middle of an exchange; once authenticated, it goes on)."""
         security = self.security
         reauthenticating = self.authenticated and security.reauth_ms > 0 and version >= 1
-        if not security.uses_sasl or self._exchange is not None or self.authenticated and not reauthenticating:
+        if self._exchange is not None:
             self.closing = True
+            return ErrorCode.ILLEGAL_SASL_STATE
+        if not security.uses_sasl or self.authenticated and not reauthenticating:
             return ErrorCode.ILLEGAL_SASL_STATE
         if mechanism not in security.mechanisms:
             self.closing = True
@@ -72,6 +79,11 @@ class Session:
             self._exchange = ScramServer(scram, lambda user: self._credentials(user, scram.type))
         self.raw_tokens = version == 0
         return ErrorCode.NONE
+
+    @property
+    def exchanging(self) -> bool:
+        """Whether a SASL exchange is under way (a SaslAuthenticate now is one of its steps)."""
+        return self._exchange is not None
 
     def authenticate(self, token: bytes) -> tuple[bytes, int]:
         """One SASL token in, the answer token and (once complete) the session lifetime in ms out.

@@ -60,8 +60,10 @@ def test_describe_filters(components, strict, expected):
     ([("ip", "1.2.3.4"), ("user", "a")], "connection_creation_rate", 1.0, False, "combined"),
     ([("ip", "not-an-ip")], "connection_creation_rate", 1.0, False, "IP"),
     ([("user", "a")], "connection_creation_rate", 1.0, False, "key"),
-    ([("user", "a")], PRODUCER_BYTE_RATE, -5.0, False, "positive"),
-    ([("user", "a")], PRODUCER_BYTE_RATE, 1.5, False, "whole"),
+    ([("user", "a")], PRODUCER_BYTE_RATE, -5.0, False, "greater than 0"),
+    ([("user", "a")], PRODUCER_BYTE_RATE, float("inf"), False, "finite"),
+    ([("user", "a")], PRODUCER_BYTE_RATE, 1e20, False, "too large for a LONG"),
+    ([("user", "a")], PRODUCER_BYTE_RATE, 1.5, False, "fractional"),
     ([], PRODUCER_BYTE_RATE, 1.0, False, "empty"),
 ])
 def test_alterations_kafka_refuses(parts, key, value, remove, message):
@@ -76,6 +78,8 @@ def test_valid_alterations_and_describe_filters():
     assert validate_describe([("user", 0, None)])[0] == ErrorCode.INVALID_REQUEST
     assert validate_describe([("user", 2, None), ("user", 1, None)])[0] == ErrorCode.INVALID_REQUEST
     assert validate_describe([("user", 0, "a"), ("client-id", 2, None)]) is None
+    assert validate_describe([("group", 0, "a")])[0] == ErrorCode.UNSUPPORTED_VERSION  # as Kafka 4.4 answers
+    assert validate_describe([("", 0, "a")])[0] == ErrorCode.INVALID_REQUEST
 
 
 def test_rate_is_kafkas_windowed_rate():
