@@ -303,6 +303,14 @@ class Quorum(Protocol):
     @property
     def driver(self) -> RaftDriver: ...
 
+    @property
+    def listens(self) -> bool:
+        """Whether this controller has a listener of its own (a sole voter in a broker's process has none)."""
+
+    @property
+    def listener_name(self) -> str:
+        """Its listener's name (controller.listener.names' first), which DescribeQuorum v2 names."""
+
     async def register_broker(self, request) -> tuple[int, int]: ...
 
     async def broker_heartbeat(self, request) -> dict: ...

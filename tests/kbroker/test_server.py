@@ -51,7 +51,7 @@ async def test_api_versions_lists_exactly_the_handled_apis(tmp_path):
         correlation_id, response = await roundtrip(port, api_versions_request(3, 7), 18, 3)
         assert correlation_id == 7 and response.error_code == ErrorCode.NONE
         versions = {key.api_key: (key.min_version, key.max_version) for key in response.api_keys}
-        assert versions[18] == (0, 4) and versions[3] == (0, 12)
+        assert versions[18] == (0, 5) and versions[3] == (0, 13)
         nursery.cancel_scope.cancel()
 
 
