@@ -22,7 +22,7 @@ from compat_tests.differential_security_sessions import SESSIONS, SCRAM_ITERATIO
 from compat_tests.kafka_oracle import start_reference_kafka
 from compat_tests.test_differential import FINDINGS, run_both
 from kbroker.testing import running_broker
-from testkit.differential import RULES, Side
+from testkit.differential import RULES, Side, check_findings
 
 SUPER_USERS = "User:admin;User:ANONYMOUS"  # ANONYMOUS: the PLAINTEXT listener, Kafka's brokers and controller
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
@@ -94,13 +94,4 @@ def test_kbroker_answers_as_kafka_does_on_a_sasl_listener_with_acls(kbroker, kaf
     TOTALS["exchanges"] += result.exchanges
     TOTALS["apis"] |= result.apis
     TOTALS["rules"] |= result.rules_used
-    found = sorted({difference.finding() for difference in result.differences})
-    findings = FINDINGS / f"{session.__name__}.txt"
-    if os.environ.get("KBTEST_DIFFERENTIAL_WRITE") == "1":
-        FINDINGS.mkdir(exist_ok=True)
-        findings.write_text("".join(f"{line}\n" for line in found))
-    known = set(findings.read_text().splitlines()) if findings.exists() else set()
-    new, gone = [line for line in found if line not in known], sorted(known - set(found))
-    assert not new and not gone, (f"{len(new)} differences not in {findings.name}:\n  " + "\n  ".join(new[:40])
-                                  + f"\n{len(gone)} lines of {findings.name} no longer found (fixed?):\n  "
-                                  + "\n  ".join(gone[:40]))
+    check_findings(FINDINGS / f"{session.__name__}.txt", result)

@@ -31,6 +31,7 @@ import pytest
 from confluent_kafka import IsolationLevel, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, OffsetSpec
 
+from compat_tests.connect_worker import wait_until
 from compat_tests.kafka_oracle import skip_or_fail
 from kbroker.wire.murmur2 import default_partition
 from testkit.broker_process import BrokerProcess
@@ -84,17 +85,6 @@ def started(apps):
 
 
 # ---------------------------------------------------------------------------------------------- helpers
-
-
-def wait_until(predicate, timeout_s: float, what: str, interval_s: float = 0.1):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-        time.sleep(interval_s)
 
 
 def create_topics(bootstrap: str, names) -> None:
