@@ -6,7 +6,7 @@ every scenario it measures printed a finite figure, positive where a figure of t
 rate, a time, a size; a difference or a memory delta may be anything finite). Nothing here holds a figure
 against a time: bench/ measures and never fails on time. The run must also stop every process it started.
 
-broker_bench.py and broker_bench_clients.py are left out here (SMOKE_RUN_ELSEWHERE): their smoke run lives
+broker_bench.py and its modules (broker_bench_clients, _brokers, _machine) are left out here (SMOKE_RUN_ELSEWHERE): their smoke run lives
 with their own tests.
 A script that needs what a user's machine may lack (the tansu peer, a client package) is skipped with
 one line saying what is missing. The runs that take more than a few seconds are marked slow.
@@ -27,7 +27,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SMOKE_RUN_ELSEWHERE = {"broker_bench.py", "broker_bench_clients.py"}
+SMOKE_RUN_ELSEWHERE = {"broker_bench.py", "broker_bench_clients.py", "broker_bench_brokers.py",
+                       "broker_bench_machine.py"}
 QUICK_TIMEOUT_S = 120
 SLOW_TIMEOUT_S = 300
 LEFTOVER_WAIT_S = 10
