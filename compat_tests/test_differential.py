@@ -24,12 +24,12 @@ import pytest
 from compat_tests.differential_generator import generated_session
 from compat_tests.kafka_oracle import reference_kafka  # noqa: F401 (the session's reference Kafka)
 from kbroker.testing import running_broker
-from testkit.differential import RULES, Side, check_findings, compare
+from testkit.differential import Side, Totals, check_findings, compare
 
 SESSIONS = [session for path in sorted(pathlib.Path(__file__).parent.glob("differential_sessions*.py"))
             for session in importlib.import_module(f"compat_tests.{path.stem}").SESSIONS]
 FINDINGS = pathlib.Path(__file__).with_name("differential_findings")
-TOTALS = {"exchanges": 0, "apis": set(), "rules": set(), "sessions": 0}
+TOTALS = Totals()
 # Kafka's own defaults where kbroker's test defaults differ.
 KAFKA_DEFAULTS = {"group.initial.rebalance.delay.ms": 3000}
 
@@ -43,15 +43,11 @@ def kbroker():
 @pytest.fixture(scope="module", autouse=True)
 def totals():
     yield TOTALS
-    versions = len(TOTALS["apis"])
-    apis = len({api for api, _ in TOTALS["apis"]})
-    print(f"\ndifferential: {TOTALS['sessions']} sessions, {TOTALS['exchanges']} exchanges, {apis} APIs at "
-          f"{versions} (API, version) pairs; rules that hid something: {sorted(TOTALS['rules'])}; "
-          f"never: {sorted(rule.name for rule in RULES if rule.name not in TOTALS['rules'])}")
+    print(f"\n{TOTALS.summary('differential')}")
 
 
 def run_both(session, kbroker, reference_kafka):
-    """``session`` against kbroker, then against Kafka; their comparison, counted in TOTALS."""
+    """``session`` against kbroker, then against Kafka; their comparison."""
     host, port = reference_kafka.bootstrap.split(",")[0].rsplit(":", 1)
     ours, theirs = Side("kbroker", kbroker.host, kbroker.port), Side("Kafka", host, int(port))
     try:
@@ -61,16 +57,14 @@ def run_both(session, kbroker, reference_kafka):
         ours.close()
         theirs.close()
     result = compare(ours, theirs)
-    TOTALS["exchanges"] += result.exchanges
-    TOTALS["apis"] |= result.apis
-    TOTALS["rules"] |= result.rules_used
     return result
 
 
 @pytest.mark.parametrize("session", SESSIONS, ids=[session.__name__ for session in SESSIONS])
 def test_kbroker_answers_as_kafka_does(kbroker, reference_kafka, session):
     result = run_both(session, kbroker, reference_kafka)
-    TOTALS["sessions"] += 1
+    TOTALS.sessions += 1
+    TOTALS.add(result)
     check_findings(FINDINGS / f"{session.__name__}.txt", result)
 
 
@@ -84,6 +78,7 @@ def test_a_seeded_random_sequence_is_answered_as_kafka_answers_it(kbroker, refer
     seed = int(os.environ.get("KBTEST_DIFFERENTIAL_SEED", random.randrange(1 << 31)))
     print(f"\nKBTEST_DIFFERENTIAL_SEED={seed}")
     result = run_both(generated_session(seed), kbroker, reference_kafka)
+    TOTALS.add(result)
     shown = "\n  ".join(str(difference) for difference in result.differences[:40])
     assert not result.differences, (f"KBTEST_DIFFERENTIAL_SEED={seed}: {len(result.differences)} differences in "
                                     f"{result.exchanges} exchanges:\n  {shown}")

@@ -17,10 +17,10 @@ from compat_tests.differential_cluster_sessions import SESSIONS
 from compat_tests.kafka_oracle import reference_kafka_cluster  # noqa: F401 (the module's reference cluster)
 from compat_tests.test_differential import FINDINGS, run_both
 from kbroker.testing.process_cluster import running_cluster
-from testkit.differential import check_findings
+from testkit.differential import Totals, check_findings
 
 pytestmark = pytest.mark.timeout(900)
-TOTALS = {"exchanges": 0, "apis": set(), "sessions": 0}
+TOTALS = Totals()
 
 
 @pytest.fixture(scope="module")
@@ -32,16 +32,12 @@ def kbroker_cluster():
 @pytest.fixture(scope="module", autouse=True)
 def totals():
     yield TOTALS
-    versions = len(TOTALS["apis"])
-    apis = len({api for api, _ in TOTALS["apis"]})
-    print(f"\ndifferential (three nodes): {TOTALS['sessions']} sessions, {TOTALS['exchanges']} exchanges, {apis} "
-          f"APIs at {versions} (API, version) pairs")
+    print(f"\n{TOTALS.summary('differential (three nodes)')}")
 
 
 @pytest.mark.parametrize("session", SESSIONS, ids=[session.__name__ for session in SESSIONS])
 def test_a_cluster_answers_as_kafkas_does(reference_kafka_cluster, kbroker_cluster, session):
     result = run_both(session, kbroker_cluster, reference_kafka_cluster)
-    TOTALS["sessions"] += 1
-    TOTALS["exchanges"] += result.exchanges
-    TOTALS["apis"] |= result.apis
+    TOTALS.sessions += 1
+    TOTALS.add(result)
     check_findings(FINDINGS / f"{session.__name__}.txt", result)

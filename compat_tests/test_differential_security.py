@@ -22,13 +22,13 @@ from compat_tests.differential_security_sessions import SESSIONS, SCRAM_ITERATIO
 from compat_tests.kafka_oracle import start_reference_kafka
 from compat_tests.test_differential import FINDINGS, run_both
 from kbroker.testing import running_broker
-from testkit.differential import RULES, Side, check_findings
+from testkit.differential import Side, Totals, check_findings
 
 SUPER_USERS = "User:admin;User:ANONYMOUS"  # ANONYMOUS: the PLAINTEXT listener, Kafka's brokers and controller
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 SETTINGS = {"authorizer.class.name": AUTHORIZER, "super.users": SUPER_USERS,
             "group.initial.rebalance.delay.ms": 0}
-TOTALS = {"exchanges": 0, "apis": set(), "rules": set(), "sessions": 0}
+TOTALS = Totals()
 
 
 class Listener:
@@ -79,19 +79,12 @@ def kafka(tmp_path_factory):
 @pytest.fixture(scope="module", autouse=True)
 def totals():
     yield TOTALS
-    versions = len(TOTALS["apis"])
-    apis = len({api for api, _ in TOTALS["apis"]})
-    never = sorted(rule.name for rule in RULES if rule.name not in TOTALS["rules"])
-    print(f"\ndifferential security: {TOTALS['sessions']} sessions, {TOTALS['exchanges']} exchanges, {apis} APIs at "
-          f"{versions} (API, version) pairs: {sorted(TOTALS['apis'])}; rules that hid something: "
-          f"{sorted(TOTALS['rules'])}; never: {never}")
+    print(f"\n{TOTALS.summary('differential security')}")
 
 
 @pytest.mark.parametrize("session", SESSIONS, ids=[session.__name__ for session in SESSIONS])
 def test_kbroker_answers_as_kafka_does_on_a_sasl_listener_with_acls(kbroker, kafka, session):
     result = run_both(session, kbroker, kafka)
-    TOTALS["sessions"] += 1
-    TOTALS["exchanges"] += result.exchanges
-    TOTALS["apis"] |= result.apis
-    TOTALS["rules"] |= result.rules_used
+    TOTALS.sessions += 1
+    TOTALS.add(result)
     check_findings(FINDINGS / f"{session.__name__}.txt", result)

@@ -386,3 +386,23 @@ def check_findings(findings, result: Comparison) -> None:
     assert not new and not gone, (f"{len(new)} differences not in {findings.name}:\n  " + "\n  ".join(new[:40])
                                   + f"\n{len(gone)} lines of {findings.name} no longer found (fixed?):\n  "
                                   + "\n  ".join(gone[:40]))
+
+
+@dataclass
+class Totals:
+    """What a module's sessions compared, summed over them, for the line it prints at its end."""
+    sessions: int = 0
+    exchanges: int = 0
+    apis: set[tuple[str, int]] = field(default_factory=set)
+    rules: set[str] = field(default_factory=set)
+
+    def add(self, result: Comparison) -> None:
+        self.exchanges += result.exchanges
+        self.apis |= result.apis
+        self.rules |= result.rules_used
+
+    def summary(self, label: str) -> str:
+        apis = len({api for api, _ in self.apis})
+        never = sorted(rule.name for rule in RULES if rule.name not in self.rules)
+        return (f"{label}: {self.sessions} sessions, {self.exchanges} exchanges, {apis} APIs at {len(self.apis)} "
+                f"(API, version) pairs; rules that hid something: {sorted(self.rules)}; never: {never}")
