@@ -146,7 +146,7 @@ def validate_produce(produced: ProducedBatches, config: LogConfig, topic: str, p
         raise BatchRefused(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
     codec = _CODECS.get(config.compression_type)
     try:
-        validate_records(records, config, topic, partition, now_ms)  # reads records only where the topic asks
+        validate_records(records, config, topic, partition, now_ms, header)  # reads records only where the topic asks
         if codec is None or header.compression == codec:
             # The log stamps offsets in place; frames from the server are writable already.
             return ValidatedBatches(bytearray(records) if view.readonly else records, produced.batches)
@@ -158,15 +158,17 @@ def validate_produce(produced: ProducedBatches, config: LogConfig, topic: str, p
     return ValidatedBatches(rebuilt, [(0, BatchHeader.read(rebuilt))])  # a new batch: its own header
 
 
-def validate_records(batch, config: LogConfig, topic: str, partition: int, now_ms: int | None = None) -> None:
+def validate_records(batch, config: LogConfig, topic: str, partition: int, now_ms: int | None = None,
+                     header: BatchHeader | None = None) -> None:
     """Raise :class:`RecordValidationError` if the topic's settings refuse records of ``batch`` (one
     whole, CRC-checked batch); a bad batch raises the codec's CorruptRecordError. Other topics' batches
-    are not read at all. A transaction marker passes: its control record has a key."""
+    are not read at all. A transaction marker passes: its control record has a key. ``header``: the batch's
+    header, when the caller has read it already."""
     bounded = config.message_timestamp_type == "CreateTime" and (
         config.message_timestamp_before_max_ms != NEVER or config.message_timestamp_after_max_ms != NEVER)
     if bounded:
         now_ms = time.time_ns() // 1_000_000 if now_ms is None else now_ms
-        bounded = not _within_bounds_by_header(BatchHeader.read(batch), config, now_ms)
+        bounded = not _within_bounds_by_header(header or BatchHeader.read(batch), config, now_ms)
     if not config.compact and not bounded:
         return
     header, records = decode_records(batch)  # decompressed as needed
