@@ -41,35 +41,61 @@ def configure(output_format: str = "text") -> None:
 def errors_in(response) -> list[str]:
     """``ERROR_NAME`` or ``ERROR_NAME@where`` for each error code a response carries, however nested."""
     found: list[str] = []
-    _walk(response, "", found)
+    _walk(response, (), found)
     return found
 
 
-def _walk(value, where: str, found: list[str]) -> None:
+def _walk(value, path: tuple, found: list[str]) -> None:
+    """Every error code in ``value`` and below it; ``path`` is the list items above it, from the answer down.
+    Only the lists whose structs can hold an error code are entered (ApiVersions' 70 API ranges are not)."""
     code = getattr(value, "error_code", None)
     if code:
         try:
             name = ErrorCode(code).name
         except ValueError:
             name = str(code)
+        where = _where(path)
         found.append(f"{name}@{where}" if where else name)
     for field in _struct_lists(type(value)):
         for item in getattr(value, field) or ():
-            _walk(item, _label(item, where), found)
+            _walk(item, (*path, item), found)
 
 
 _STRUCT_LISTS: dict[type, tuple[str, ...]] = {}
+_HOLDS_ERROR_CODES: dict[int, bool] = {}  # id(StructSpec) -> whether it or a struct below it has error_code
 
 
 def _struct_lists(value_class: type) -> tuple[str, ...]:
-    """The fields of a generated value class that hold lists of structs (from its declaration, once)."""
+    """The fields of a generated value class that hold lists of structs in which an error code can be (from its
+    declaration, once)."""
     fields = _STRUCT_LISTS.get(value_class)
     if fields is None:
         spec = getattr(value_class, "_spec", None)
         fields = tuple(f.name for f in getattr(spec, "fields", ())
-                       if f.type.is_array and f.type.element.struct is not None)
+                       if f.type.is_array and f.type.element.struct is not None
+                       and _holds_error_codes(f.type.element.struct))
         _STRUCT_LISTS[value_class] = fields
     return fields
+
+
+def _holds_error_codes(spec) -> bool:
+    """Whether a struct of ``spec``, or one in its lists of structs however deep, has an ``error_code`` field."""
+    holds = _HOLDS_ERROR_CODES.get(id(spec))
+    if holds is None:
+        _HOLDS_ERROR_CODES[id(spec)] = False  # a struct that held itself would end here
+        holds = any(f.name == "error_code" for f in spec.fields) or any(
+            _holds_error_codes(f.type.element.struct) for f in spec.fields
+            if f.type.is_array and f.type.element.struct is not None)
+        _HOLDS_ERROR_CODES[id(spec)] = holds
+    return holds
+
+
+def _where(path: tuple) -> str:
+    """Where an error applies: each list item above it named by its first naming field (``orders-0``)."""
+    where = ""
+    for item in path:
+        where = _label(item, where)
+    return where
 
 
 def _label(item, parent: str) -> str:
@@ -104,7 +130,9 @@ def is_protocol_step(api_name: str, error_name: str) -> bool:
 def log_answer(header, api_name: str, peer: str, principal: str, response, seconds: float, *,
                every_request: bool) -> None:
     """The answer's event: when it carries errors (at DEBUG if each is a protocol step), and for every
-    request with ``logging.requests``."""
+    request with ``logging.requests``. Nothing is looked for when the log would take neither level."""
+    if not requests_logger.isEnabledFor(logging.INFO):  # (nor DEBUG, which is below it)
+        return
     errors = errors_in(response)
     if not errors and not every_request:
         return

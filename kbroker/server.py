@@ -1,12 +1,13 @@
 """The network side: trio listeners, one task per connection, responses in order.
 
 Requests on a connection are handled in the order they arrive and answered
-in that order by a writer task, so responses are never reordered (a
-long-polling Fetch holds back what the client pipelined behind it, as on
-Kafka). A handler may defer its answer (acks=all produce waiting for fsync);
-the requests behind it are handled meanwhile, up to a limit. Frames are
-size-checked before their bodies are buffered; malformed input closes only
-that connection.
+in that order, so responses are never reordered (a long-polling Fetch holds
+back what the client pipelined behind it, as on Kafka). A handler may defer
+its answer (acks=all produce waiting for fsync); the requests behind it are
+handled meanwhile, up to a limit. On plaintext an answer with nothing before
+it leaves at once from the task that finished it, the rest from a writer
+task. Frames are size-checked before their bodies are buffered; malformed
+input closes only that connection.
 
 A listener's security protocol (kbroker/security/listener.py) wraps its
 connections in TLS and gates their requests behind SASL authentication
@@ -50,6 +51,7 @@ _QUOTA_EXEMPT = {18, 17, 36}  # ApiVersions and SASL: a throttled client must st
 _TLS_REGION_CHUNK_BYTES = 256 * 1024
 _ACCEPT_BACKOFF_S = (0.05, 1.0)  # out of descriptors, accepting again after this, doubling up to that
 _ACCEPT_REFUSED_LOG_S = 10.0
+_REQUESTS_PER_YIELD = 16  # handled from what was read ahead, before the reader lets other tasks run
 
 
 @dataclass
@@ -220,34 +222,37 @@ class Server:
             await stream.aclose()
 
     async def _serve_connection(self, stream, peer: str, session: Session) -> None:
-        """Handle requests one after another; answers leave in order from a writer task.
+        """Handle requests one after another; answers leave in order.
 
         A handler may return a :class:`Deferred` answer (acks=all produce
         waiting for its fsync): the next requests are handled meanwhile, up to
-        ``max_in_flight_per_connection`` unanswered ones.
+        ``max_in_flight_per_connection`` unanswered ones. An answer finished when
+        none is waiting before it is written at once by the task that finished it,
+        as far as the socket takes it without waiting (plaintext only); the others,
+        and what the socket did not take, leave from a writer task.
         """
         outbox = _Outbox(self.limits.max_in_flight_per_connection)
         sink = _TlsSink(stream) if isinstance(stream, trio.SSLStream) else _SocketSink(stream)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_write_in_order, sink, outbox)
             try:
-                await self._read_requests(stream, peer, session, outbox, nursery)
+                await self._read_requests(stream, peer, session, outbox, sink, nursery)
             finally:
                 outbox.close()
 
-    async def _read_requests(self, stream, peer: str, session: Session, outbox, nursery) -> None:
+    async def _read_requests(self, stream, peer: str, session: Session, outbox, sink, nursery) -> None:
         decoder = FrameDecoder(self.limits.max_frame_bytes)
         idle_seconds = self.limits.idle_ms / 1000
         direct_reads = isinstance(stream, trio.SocketStream)
         lease = _Lease(self.services.request_memory)  # the bytes of the request being read, from the pool
         try:
-            while not session.closing and await self._read_request(stream, peer, session, outbox, nursery, decoder,
-                                                                   lease, idle_seconds, direct_reads):
+            while not session.closing and await self._read_request(stream, peer, session, outbox, sink, nursery,
+                                                                   decoder, lease, idle_seconds, direct_reads):
                 pass
         finally:
             lease.give_back()
 
-    async def _read_request(self, stream, peer, session, outbox, nursery, decoder, lease, idle_seconds,
+    async def _read_request(self, stream, peer, session, outbox, sink, nursery, decoder, lease, idle_seconds,
                             direct_reads) -> bool:
         """Read more of the next request, and handle it once whole; False when the connection ends."""
         decoder.max_frame_bytes = session.max_frame_bytes or self.limits.max_frame_bytes
@@ -261,6 +266,8 @@ class Server:
                 logger.debug("connection from %s closed or idle inside a frame", peer)
                 return False
         if frame is None:
+            if direct_reads:
+                return await _receive_direct(sink.fd, decoder, peer, idle_seconds)
             with trio.move_on_after(idle_seconds):
                 data = await stream.receive_some(_RECEIVE_BYTES)
                 if not data:
@@ -278,11 +285,21 @@ class Server:
             del frame  # handled: its bytes go back to the pool (a deferred answer keeps only its response)
             lease.give_back()
         if answer is not None:
-            await outbox.put(answer)
-            if not answer.done.is_set():
-                nursery.start_soon(answer.complete, outbox)
+            more_read = (size := decoder.next_frame_size()) is not None and decoder.buffered_bytes >= 4 + size
+            if answer.done and not more_read and outbox.idle and sink.inline:
+                outbox.write_now(sink, answer)
+            else:
+                await outbox.put(answer)
+                if not answer.done:
+                    nursery.start_soon(answer.complete, outbox, sink)
+                elif not more_read:  # the last of the requests read together: their answers leave in one write
+                    outbox.finished(sink)
             if answer.throttle_ms:  # muted: nothing more is read from this client until the throttle ends
                 await trio.sleep(answer.throttle_ms / 1000)
+        outbox.unyielded += 1
+        if outbox.unyielded >= _REQUESTS_PER_YIELD:  # requests read ahead are handled without waiting: let
+            outbox.unyielded = 0                      # the node's other tasks run between some of them
+            await trio.lowlevel.checkpoint()
         return True
 
     async def exchange(self, frame: bytes, peer: str) -> bytes:
@@ -345,6 +362,26 @@ class Server:
         return answer
 
 
+async def _receive_direct(fd: int, decoder: FrameDecoder, peer: str, idle_seconds: float) -> bool:
+    """Feed ``decoder`` what the plaintext socket ``fd`` holds, waiting (up to ``idle_seconds``) only when it
+    holds nothing yet; False when the peer closed or stayed idle. (trio's ``receive_some`` would take a
+    scheduling turn after every read, and a cancel scope for each.)"""
+    try:
+        data = os.read(fd, _RECEIVE_BYTES)
+    except BlockingIOError:
+        with trio.move_on_after(idle_seconds):
+            await trio.lowlevel.wait_readable(fd)
+            return True  # read on the next turn
+        logger.debug("closing idle connection from %s", peer)
+        return False
+    except OSError as error:  # as trio's receive_some says it (a reset connection, say)
+        raise trio.BrokenResourceError(f"socket connection broken: {error}") from error
+    if not data:
+        return False
+    decoder.feed(data)
+    return True
+
+
 async def _receive_rest(stream: trio.SocketStream, body: bytearray, filled: int, idle_seconds: float) -> bytearray | None:
     """Fill ``body`` from the socket; None if the peer closes or goes idle first."""
     view = memoryview(body)
@@ -369,13 +406,19 @@ class _Answer:
         # the answer's latency goes to the metrics and the log (kbroker/event_log.py) when it is ready
         self.observe = None
         self.frame = None
+        self.sent = 0  # of the frame's bytes on the wire, those written already
         self.deferred: Deferred | None = None
-        self.done = trio.Event()
+        self.done = False  # finished: its frame is made
+
+    @property
+    def frame_bytes(self) -> int:
+        """The frame's size on the wire: its bytes and its file regions."""
+        return len(self.frame) + sum(region.length for _, region in self.frame.regions)
 
     def finish(self, response) -> None:
         header = self.header
         self.frame = encode_response(header.api_key, header.api_version, header.correlation_id, response)
-        self.done.set()
+        self.done = True
         if self.observe is not None:
             observe, api_name, started, peer, principal, every_request = self.observe
             seconds = time.perf_counter() - started
@@ -383,10 +426,10 @@ class _Answer:
                 observe(api_name, seconds)
             log_answer(header, api_name, peer, principal, response, seconds, every_request=every_request)
 
-    async def complete(self, outbox: _Outbox) -> None:
+    async def complete(self, outbox: _Outbox, sink) -> None:
         await self.deferred.ready()
         self.finish(self.deferred.response)
-        outbox.wake_writer()
+        outbox.finished(sink)
 
 
 class _Outbox:
@@ -403,16 +446,56 @@ class _Outbox:
         self._closed = False
         self._space = trio.lowlevel.ParkingLot()  # the reader, waiting for room
         self._writer = trio.lowlevel.ParkingLot()  # the writer, waiting for a finished front answer
+        self.writing = False  # the writer has taken answers and not written them all yet
+        self.unyielded = 0  # requests the reader handled since it last waited or yielded
+
+    @property
+    def idle(self) -> bool:
+        """Nothing waits to be written: an answer finished now may leave at once, in order."""
+        return not self._answers and not self.writing
 
     async def put(self, answer: _Answer) -> None:
         while len(self._answers) >= self._limit:
             await self._space.park()
         self._answers.append(answer)
-        self._writer.unpark_all()
-        await trio.lowlevel.checkpoint()
+        if answer.done:  # (an unfinished one cannot finish the front: the writer sleeps on)
+            self._writer.unpark_all()
 
-    def wake_writer(self) -> None:
-        self._writer.unpark_all()
+    def write_now(self, sink, answer: _Answer) -> bool:
+        """Write a finished answer while nothing waits before it, as far as the socket takes it without waiting;
+        the rest is the writer's, first in line. Whether it was written whole."""
+        answer.sent = sink.write_now(answer.frame, answer.sent)
+        if answer.sent < answer.frame_bytes:
+            self._answers.appendleft(answer)
+            self._writer.unpark_all()
+            return False
+        return True
+
+    def finished(self, sink) -> None:
+        """Answers finished (a deferred one, or the last of requests read together): the finished ones at the
+        front leave now from this task (small ones together in one write) when the writer is not writing;
+        else the writer is woken for them."""
+        answers = self._answers
+        if self.writing or not sink.inline:
+            self._writer.unpark_all()
+            return
+        taken = False
+        while answers and answers[0].done:
+            answer = answers.popleft()
+            taken = True
+            if not answer.frame.regions and not answer.sent:
+                small = [answer.frame]
+                while answers and answers[0].done and not answers[0].frame.regions \
+                        and len(answers[0].frame) <= _COALESCE_BYTES:
+                    small.append(answers.popleft().frame)
+                if len(small) > 1:
+                    answer.frame = EncodeBuffer(b"".join(small))
+            if not self.write_now(sink, answer):
+                break
+        if taken:
+            self._space.unpark_all()
+        if self._closed:  # the reader is done: the writer ends once nothing is left
+            self._writer.unpark_all()
 
     def close(self) -> None:
         """No more answers will come; the writer ends once the queued ones are written."""
@@ -421,12 +504,12 @@ class _Outbox:
 
     async def take_finished(self) -> list[_Answer] | None:
         """The finished answers at the front (at least one), or None once closed and empty."""
-        while not (self._answers and self._answers[0].done.is_set()):
+        while not (self._answers and self._answers[0].done):
             if self._closed and not self._answers:
                 return None
             await self._writer.park()
         taken = []
-        while self._answers and self._answers[0].done.is_set():
+        while self._answers and self._answers[0].done:
             taken.append(self._answers.popleft())
         self._space.unpark_all()
         return taken
@@ -439,30 +522,49 @@ async def _write_in_order(sink, outbox: _Outbox) -> None:
     """Write answers as they finish, in order; small ones that finished together go
     out in one write (one syscall and one wake-up of the client instead of many)."""
     while (answers := await outbox.take_finished()) is not None:
-        small = []
-        for answer in answers:
-            frame = answer.frame
-            if not frame.regions and len(frame) <= _COALESCE_BYTES:
-                small.append(frame)
-                continue
+        outbox.writing = True
+        try:
+            small = []
+            for answer in answers:
+                frame = answer.frame
+                if not frame.regions and len(frame) <= _COALESCE_BYTES and not answer.sent:
+                    small.append(frame)
+                    continue
+                if small:
+                    await sink.send_bytes(memoryview(b"".join(small)))
+                    small = []
+                await send_response(sink, frame, answer.sent)
             if small:
-                await sink.send_bytes(memoryview(b"".join(small)))
-                small = []
-            await send_response(sink, frame)
-        if small:
-            await sink.send_bytes(memoryview(small[0] if len(small) == 1 else b"".join(small)))
+                await sink.send_bytes(memoryview(small[0] if len(small) == 1 else b"".join(small)))
+        finally:
+            outbox.writing = False
         await trio.lowlevel.checkpoint()
 
 
-async def send_response(sink, frame) -> None:
-    """Write a response frame, its file regions straight from the page cache where the sink can."""
+async def send_response(sink, frame, sent: int = 0) -> None:
+    """Write a response frame, its file regions straight from the page cache where the sink can; the first
+    ``sent`` bytes of it on the wire are already written."""
+    for piece in _pieces(frame):
+        size = len(piece) if isinstance(piece, memoryview) else piece.length
+        if sent >= size:
+            sent -= size
+            continue
+        if isinstance(piece, memoryview):
+            await sink.send_bytes(piece[sent:])
+        else:
+            await sink.send_region(piece, sent)
+        sent = 0
+
+
+def _pieces(frame):
+    """A response frame as it goes on the wire: slices of its bytes (memoryviews) and its file regions."""
     view = memoryview(frame)
-    sent = 0
+    at = 0
     for offset, region in frame.regions:
-        await sink.send_bytes(view[sent:offset])
-        await sink.send_region(region)
-        sent = offset
-    await sink.send_bytes(view[sent:])
+        yield view[at:offset]
+        yield region
+        at = offset
+    yield view[at:]
 
 
 class _PatientListener(trio.abc.Listener):
@@ -503,8 +605,50 @@ class _SocketSink:
     ``os.sendfile``, yielding only when the socket is full (a Fetch answer has two pieces per
     partition); the caller takes the scheduling point."""
 
+    inline = True  # answers may be written by whichever task finished them (write_now)
+
     def __init__(self, stream: trio.SocketStream) -> None:
         self.fd = stream.socket.fileno()
+
+    def write_now(self, frame, sent: int = 0) -> int:
+        """Write what the socket takes without waiting of a response frame whose first ``sent`` bytes on the
+        wire are written already; how many are written now, all told."""
+        fd = self.fd
+        if not frame.regions:
+            try:
+                return sent + os.write(fd, memoryview(frame)[sent:])
+            except BlockingIOError:
+                return sent
+        before = 0  # the wire bytes of the pieces before this one
+        for piece in _pieces(frame):
+            size = len(piece) if isinstance(piece, memoryview) else piece.length
+            if sent < before + size:
+                within = sent - before
+                if isinstance(piece, memoryview):
+                    try:
+                        within += os.write(fd, piece[within:])
+                    except BlockingIOError:
+                        pass
+                else:
+                    within = self._sendfile_now(piece, within)
+                if within < size:
+                    return before + within
+                sent = before + size
+            before += size
+        return before
+
+    def _sendfile_now(self, region, sent: int) -> int:
+        """Send what the socket takes without waiting of ``region`` from its byte ``sent``; how far it got."""
+        with _region_descriptor(region) as source:
+            while sent < region.length:
+                try:
+                    count = os.sendfile(self.fd, source, region.position + sent, region.length - sent)
+                except BlockingIOError:
+                    break
+                if count == 0:
+                    raise trio.BrokenResourceError("file region shorter than announced")
+                sent += count
+        return sent
 
     async def send_bytes(self, data: memoryview) -> None:
         fd = self.fd
@@ -514,9 +658,9 @@ class _SocketSink:
             except BlockingIOError:
                 await trio.lowlevel.wait_writable(fd)
 
-    async def send_region(self, region) -> None:
-        fd, position = self.fd, region.position
-        end = position + region.length
+    async def send_region(self, region, sent: int = 0) -> None:
+        fd, position = self.fd, region.position + sent
+        end = region.position + region.length
         with _region_descriptor(region) as source:  # pinned open until sent, even if the socket is slow
             while position < end:
                 try:
@@ -533,6 +677,8 @@ class _SocketSink:
 class _TlsSink:
     """A TLS connection: everything is encrypted from buffers, file regions read in chunks."""
 
+    inline = False  # every answer leaves from the writer task (an SSLStream has one sender at a time)
+
     def __init__(self, stream: trio.SSLStream) -> None:
         self.stream = stream
 
@@ -540,8 +686,8 @@ class _TlsSink:
         if data:
             await self.stream.send_all(data)
 
-    async def send_region(self, region) -> None:
-        position, end = region.position, region.position + region.length
+    async def send_region(self, region, sent: int = 0) -> None:
+        position, end = region.position + sent, region.position + region.length
         while position < end:
             with _region_descriptor(region) as source:  # not held across the send: nothing waits pinned
                 chunk = os.pread(source, min(_TLS_REGION_CHUNK_BYTES, end - position), position)
@@ -576,6 +722,6 @@ def _raw_token_answer(session: Session, token: bytes, peer: str) -> _Answer:
         raise DecodeError(f"failed authentication from {peer}: {failure.detail}") from None
     answer = _Answer(None)
     answer.frame = EncodeBuffer(len(reply).to_bytes(4, "big") + reply)
-    answer.done.set()
+    answer.done = True
     return answer
 

@@ -60,6 +60,9 @@ class TransactionIndex:
         self.start_offset = start_offset  # the segment's base offset, for sanity_check
         self._opener = opener  # os.open, or a descriptor cache's (which makes room when out of descriptors)
         self._descriptor: int | None = None
+        # The path last found absent: reads see no entries without trying to open it again (a read_committed
+        # fetch reads each segment's index). Only this index creates its file (append), which forgets it.
+        self._absent_path: str | None = None
         self._unsynced = False  # written since the last fsync (perhaps through a descriptor closed since)
         self._size_bytes = 0
         self._last_offset: int | None = None
@@ -189,13 +192,17 @@ class TransactionIndex:
         """The file's descriptor, opening it on first use; None if absent and not `create`."""
         if self._descriptor is not None:
             return self._descriptor
+        if not create and self._absent_path == self.path:
+            return None
         flags = os.O_RDWR | getattr(os, "O_CLOEXEC", 0) | (os.O_CREAT if create else 0)
         try:
             descriptor = self._opener(self.path, flags, 0o644)
         except FileNotFoundError:
             if create:
                 raise
+            self._absent_path = self.path
             return None
+        self._absent_path = None
         try:
             size_bytes = os.fstat(descriptor).st_size
             torn_bytes = size_bytes % ENTRY_SIZE

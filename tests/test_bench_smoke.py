@@ -370,3 +370,26 @@ def test_wire_bench():
         positive(ours, f"{scenario}: ours")
         positive(theirs, f"{scenario}: kio")
         positive(speedup, f"{scenario}: speedup")
+
+
+def test_request_cost_bench(tmp_path):
+    output = run_bench("request_cost_bench.py", "--smoke", "--dir", str(tmp_path))
+    figure = rf"({NUMBER})(?: \({NUMBER} to {NUMBER}\))?"
+    rows = lines_matching(output, rf"(.+?)\s+{figure}\s+{figure}\s+({NUMBER})", 6)
+    assert [row[1] for row in rows] == [
+        "Metadata v12, no topics", "Metadata v12, 16 pipelined", "ApiVersions v3", "Produce 100 B, acks=1",
+        "Produce 100 B, acks=all", "Fetch beside produce load (+ per Fetch)"]
+    for case, kbroker, floor, ratio in (row.groups() for row in rows):
+        if case.startswith("Fetch"):  # what Fetches add to the load's own CPU: a difference
+            finite(kbroker, f"{case}: kbroker")
+            finite(ratio, f"{case}: kbroker/floor")
+        else:
+            positive(kbroker, f"{case}: kbroker")
+            positive(ratio, f"{case}: kbroker/floor")
+        positive(floor, f"{case}: floor")
+    idle, = lines_matching(output, rf"kbroker idle: ({NUMBER}) ms CPU a second .*by its clock ({NUMBER}) s, "
+                                   rf"by /proc/\d+/stat ({NUMBER}) s", 1)
+    finite(idle[1], "kbroker idle CPU")
+    positive(idle[2], "kbroker CPU by its clock")
+    finite(idle[3], "kbroker CPU by /proc/<pid>/stat")
+    lines_matching(output, r"machine: \d+ cores .*", 1)

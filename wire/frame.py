@@ -37,16 +37,31 @@ class UnknownApiKey(DecodeError):
 
 
 class FrameDecoder:
-    """Splits a byte stream into frames, refusing any over ``max_frame_bytes``."""
+    """Splits a byte stream into frames, refusing any over ``max_frame_bytes``.
+
+    Each frame's body is copied once, out of what was fed: ``bytes`` fed while nothing is buffered (a
+    socket's read, mostly) are kept as they are, not copied into the buffer first; only a partial frame
+    left at their end is, once more bytes come.
+    """
 
     def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
         self.max_frame_bytes = max_frame_bytes
-        self._buffer = bytearray()
+        self._buffer: bytearray | bytes = bytearray()  # bytes: a read kept as it came (immutable, not ours to change)
         self._start = 0
 
     def feed(self, data) -> None:
-        if self._start and self._start == len(self._buffer):
-            self._buffer.clear()
+        if self._start == len(self._buffer):  # nothing buffered
+            if type(data) is bytes:
+                self._buffer = data
+                self._start = 0
+                return
+            if type(self._buffer) is bytes:
+                self._buffer = bytearray()
+            else:
+                self._buffer.clear()
+            self._start = 0
+        elif type(self._buffer) is bytes:  # a partial frame at the end of a kept read: now ours to grow
+            self._buffer = bytearray(memoryview(self._buffer)[self._start:])
             self._start = 0
         self._buffer += data
 
@@ -91,7 +106,7 @@ class FrameDecoder:
         body = bytearray(size)
         arrived = available - 4
         body[:arrived] = memoryview(self._buffer)[start + 4 :]
-        self._buffer.clear()
+        self._buffer = bytearray()
         self._start = 0
         return body, arrived
 
@@ -109,7 +124,7 @@ class FrameDecoder:
         with memoryview(self._buffer) as buffer:  # one copy, into a writable body: produce stamps batches in place
             body = bytearray(buffer[start + 4 : start + 4 + size])
         self._start = start + 4 + size
-        if self._start > 65536 and self._start * 2 > len(self._buffer):
+        if self._start > 65536 and self._start * 2 > len(self._buffer) and type(self._buffer) is bytearray:
             del self._buffer[: self._start]
             self._start = 0
         return body
@@ -146,9 +161,17 @@ def decode_request_header(buf) -> tuple[RequestHeader, int]:
         raise UnknownApiKey(api_key, correlation_id)
     client_id, pos = read_nullable_string(view, 8)
     header = RequestHeader(api_key, api_version, correlation_id, client_id)
-    if api.request_header_version(api_version) >= 2:
+    tagged = _TAGGED_REQUEST_HEADERS.get((api_key, api_version))
+    if tagged is None:
+        tagged = api.request_header_version(api_version) >= 2
+        if api.min_version <= api_version <= api.max_version:  # (a client chooses the version: bounded)
+            _TAGGED_REQUEST_HEADERS[(api_key, api_version)] = tagged
+    if tagged:
         header.unknown_tags, pos = _read_unknown_tags(view, pos)
     return header, pos
+
+
+_TAGGED_REQUEST_HEADERS: dict[tuple[int, int], bool] = {}  # (key, version) -> header v2, for every request
 
 
 def _read_unknown_tags(view, pos: int):
@@ -180,20 +203,27 @@ def encode_request(api_key: int, api_version: int, correlation_id: int, client_i
     return bytes(out)
 
 
+_RESPONSE_WRITERS: dict[tuple[int, int], tuple[bool, object]] = {}  # (key, version) -> (header v1, writer)
+
+
 def encode_response(api_key: int, api_version: int, correlation_id: int, body) -> EncodeBuffer:
     """A whole response frame; file regions in ``records`` fields stay in ``.regions``.
 
     The size prefix counts the regions' lengths, so the frame on the wire is
     ``out`` with each region's bytes spliced in at its recorded offset.
     """
-    api = API_BY_KEY[api_key]
-    out = EncodeBuffer(b"\0\0\0\0")
-    out += _SIZE.pack(correlation_id)
-    if api.response_header_version(api_version) >= 1:
+    writing = _RESPONSE_WRITERS.get((api_key, api_version))
+    if writing is None:  # looked up once per API and version: this runs for every answer
+        api = API_BY_KEY[api_key]
+        writing = _RESPONSE_WRITERS[(api_key, api_version)] = (api.response_header_version(api_version) >= 1,
+                                                               api.response_writer(api_version))
+    tagged, write = writing
+    out = EncodeBuffer(_SIZE.pack(0) + _SIZE.pack(correlation_id))
+    if tagged:
         out.append(0)
-    api.encode_response(api_version, body, out)
-    size = len(out) - 4 + sum(region.length for _, region in out.regions)
-    _SIZE.pack_into(out, 0, size)
+    write(out, body)
+    regions = out.regions
+    _SIZE.pack_into(out, 0, len(out) - 4 + (sum(region.length for _, region in regions) if regions else 0))
     return out
 
 

@@ -22,16 +22,30 @@ _FEATURES_EPOCH = 1  # fixed: a single node finalizes its features once
 _API_VERSIONS_KEY = API_BY_NAME["ApiVersions"].key
 
 
+# (id(registry), error code) -> (the registry, its size then, the answer); holding the registry keeps its id its own
+_ANSWERS: dict[tuple[int, int], tuple[dict, int, object]] = {}
+
+
 def api_versions_response(error_code: int = ErrorCode.NONE, registry: dict | None = None) -> object:
     """The answer listing every API in ``registry`` (the broker's handlers unless told); to a version it does
-    not serve (UNSUPPORTED_VERSION), only ApiVersions' own range, as Kafka answers (KIP-511)."""
+    not serve (UNSUPPORTED_VERSION), only ApiVersions' own range, as Kafka answers (KIP-511).
+
+    Built once per registry and error code, and the same value returned after: nothing changes an answer
+    once made (ApiVersions is exempt from the throttles the server writes into answers). Registries are
+    filled as the handler modules are imported; one that grew since is answered anew."""
+    registry = handlers.HANDLERS if registry is None else registry
+    kept = _ANSWERS.get((id(registry), error_code))
+    if kept is not None and kept[0] is registry and kept[1] == len(registry):
+        return kept[2]
     keys = [
         ApiVersionsResponse.ApiVersion(api_key=key, min_version=handler.min_version, max_version=handler.max_version)
-        for key, handler in sorted((handlers.HANDLERS if registry is None else registry).items())
+        for key, handler in sorted(registry.items())
         if error_code != ErrorCode.UNSUPPORTED_VERSION or key == _API_VERSIONS_KEY
     ]
-    return ApiVersionsResponse(error_code=error_code, api_keys=keys, supported_features=_SUPPORTED,
-                               finalized_features_epoch=_FEATURES_EPOCH, finalized_features=_FINALIZED)
+    answer = ApiVersionsResponse(error_code=error_code, api_keys=keys, supported_features=_SUPPORTED,
+                                 finalized_features_epoch=_FEATURES_EPOCH, finalized_features=_FINALIZED)
+    _ANSWERS[(id(registry), error_code)] = (registry, len(registry), answer)
+    return answer
 
 
 @handlers.handles("ApiVersions", 0, 5)

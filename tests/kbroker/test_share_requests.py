@@ -66,6 +66,9 @@ def join(connection: Connection, group: str, member_id: str) -> None:
     while time.monotonic() < deadline:
         response = connection.call("ShareGroupHeartbeat", 1, Heartbeat(
             group_id=group, member_id=member_id, member_epoch=epoch, subscribed_topic_names=[group]))
+        if response.error_code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:  # found before it loaded: a client retries
+            time.sleep(0.1)
+            continue
         assert response.error_code == ErrorCode.NONE, response.error_message
         epoch = response.member_epoch
         if response.assignment is not None and response.assignment.topic_partitions:

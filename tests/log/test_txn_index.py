@@ -229,6 +229,31 @@ def test_nothing_is_opened_or_created_before_first_use(tmp_path):
     indexes[0].close()
 
 
+def test_an_absent_index_is_looked_for_once_until_appended_to_or_moved(tmp_path, index_path):
+    """A read_committed fetch reads the index of every segment it reads: one that has no file is not
+    opened again (a failed open per fetch), until this index creates it or its path changes."""
+    tried = []
+
+    def opener(path, flags, mode):
+        tried.append(path)
+        return os.open(path, flags, mode)
+
+    index = TransactionIndex(index_path, opener=opener)
+    for _ in range(3):
+        assert index.collect_aborted(0, 10) == ([], False)
+    assert tried == [str(index_path)]
+    index.append(AbortedTxn(0, 0, 1, 0))
+    index.close()
+    assert index.all_aborted() == [AbortedTxn(0, 0, 1, 0)]  # found again, reopened
+    renamed = tmp_path / "elsewhere.txnindex"
+    filled(renamed, [AbortedTxn(1, 2, 3, 0)]).close()
+    absent = TransactionIndex(tmp_path / "absent.txnindex", opener=opener)
+    assert absent.all_aborted() == []
+    absent.rename_to(renamed)  # (an absent file just changes name, onto one that exists here)
+    assert absent.all_aborted() == [AbortedTxn(1, 2, 3, 0)]
+    absent.close()
+
+
 def test_flush_on_absent_file_then_after_append(tmp_path):
     path = tmp_path / "00000000000000000100.txnindex"
     index = TransactionIndex(path, start_offset=100)

@@ -44,6 +44,22 @@ def test_frames_survive_any_chunking(chunk_sizes):
     assert decoder.buffered_bytes == 0
 
 
+def test_a_frame_is_a_writable_copy_whatever_was_fed():
+    """bytes are kept as fed until their frames are taken (no copy into the buffer); anything else is copied
+    at once, so that a caller reusing its buffer changes no frame."""
+    first, second, third = (api_versions_request(3, correlation_id=n) for n in (1, 2, 3))
+    decoder = FrameDecoder()
+    decoder.feed(first + second[:5])  # bytes, ending inside the second frame
+    frame = decoder.next_frame()
+    assert isinstance(frame, bytearray) and frame == first[4:]
+    frame[0:2] = b"\xff\xff"  # a frame is the caller's own (produce stamps batches in place)
+    reused = bytearray(second[5:] + third)
+    decoder.feed(reused)
+    reused[:] = bytes(len(reused))
+    assert [decoder.next_frame(), decoder.next_frame(), decoder.next_frame()] == [second[4:], third[4:], None]
+    assert decoder.buffered_bytes == 0
+
+
 def test_oversized_frame_is_refused_from_its_size_alone():
     decoder = FrameDecoder(max_frame_bytes=1024)
     decoder.feed(struct.pack(">i", 2**31 - 1))
