@@ -373,9 +373,13 @@ def test_the_admin_apis_ask_kafkas_acls(tmp_path):
 
             until(lambda: connections["admin"].call("FindCoordinator", key="guarded", key_type=0).error_code
                   == ErrorCode.NONE, TIMEOUT_S, "the group coordinator")  # as a client asks first
-            answer = connections["admin"].call("AlterShareGroupOffsets", group_id="guarded", topics=[
-                AlterTopic(topic_name=name, partitions=[AlterTopic.AlterShareGroupOffsetsRequestPartition(
-                    partition_index=0, start_offset=0)]) for name in ("secret", "open")])
+            def altered():  # a coordinator still loading its partition is asked again, as a client does
+                answer = connections["admin"].call("AlterShareGroupOffsets", group_id="guarded", topics=[
+                    AlterTopic(topic_name=name, partitions=[AlterTopic.AlterShareGroupOffsetsRequestPartition(
+                        partition_index=0, start_offset=0)]) for name in ("secret", "open")])
+                return None if answer.error_code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS else answer
+
+            answer = until(altered, TIMEOUT_S, "the group coordinator loaded")
             assert [p.error_code for t in answer.responses for p in t.partitions] == [ErrorCode.NONE] * 2, answer
             assert described("alice", None).error_code == ErrorCode.GROUP_AUTHORIZATION_FAILED
             _grant(broker, _acl(ResourceType.GROUP, "guarded", "User:alice", AclOperation.DESCRIBE),
