@@ -534,7 +534,7 @@ class Broker:
             self.metrics = self.services.metrics = metrics.BrokerMetrics(self)
             self.history = History(self)  # sampled from the start: the console's charts show the minutes before it
             self.http_address = http_sockets[0].getsockname()[:2]
-        self.flusher = Flusher(self.metrics.fsync_seconds.observe if self.metrics is not None else None,
+        self.flusher = Flusher(self.metrics.fsync_done if self.metrics is not None else None,
                                fails_if=injected_failure(self.settings.data_dir))
         self.logs.preparer = LogPreparer()
         try:

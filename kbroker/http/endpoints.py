@@ -15,7 +15,6 @@ import socket
 from collections.abc import Callable
 
 import trio
-from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from starlette.applications import Starlette
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
@@ -32,6 +31,8 @@ def application(exposition: Callable[[], bytes], readiness: Callable[[], tuple[b
     the ``console``'s pages (a kbroker.http.console.app.Console) where given."""
 
     async def metrics(request) -> Response:
+        from prometheus_client.exposition import CONTENT_TYPE_LATEST  # imported at the first scrape, as the measures'
+
         return Response(exposition(), media_type=CONTENT_TYPE_LATEST)
 
     async def health(request) -> Response:

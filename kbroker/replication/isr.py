@@ -94,7 +94,7 @@ class IsrManager:
         for partition, state, isr in changes:
             partition.pending_isr = isr
             if self.broker.metrics is not None:
-                (self.broker.metrics.isr_shrinks if len(isr) < len(state.isr) else self.broker.metrics.isr_expands).inc()
+                (self.broker.metrics.isr_shrinks if len(isr) < len(state.isr) else self.broker.metrics.isr_expands).add()
             topic_id = self.broker.image.topics[partition.topic].topic_id
             topics.setdefault(topic_id, []).append(AlterPartitionRequest.TopicData.PartitionData(
                 partition_index=partition.index, leader_epoch=state.leader_epoch, new_isr=list(isr),

@@ -38,8 +38,8 @@ class History:
     def sample(self) -> None:
         metrics = self.node.metrics
         now = self._clock()
-        bytes_in, bytes_out = _total(metrics.bytes_in), _total(metrics.bytes_out)
-        per_topic = _per_topic(metrics.messages_in)
+        bytes_in, bytes_out = metrics.bytes_in.total(), metrics.bytes_out.total()
+        per_topic = {topic: count for (topic,), count in metrics.messages_in.values.items()}
         if self._last is not None:
             then, last_in, last_out, last_topics = self._last
             elapsed = max(now - then, 1e-3)
@@ -55,12 +55,3 @@ class History:
         for group in [group for group in self.lag if group not in totals]:
             del self.lag[group]
 
-
-def _total(counter) -> float:
-    return sum(sample.value for family in counter.collect() for sample in family.samples
-               if sample.name.endswith("_total"))
-
-
-def _per_topic(counter) -> dict[str, float]:
-    return {sample.labels["topic"]: sample.value for family in counter.collect() for sample in family.samples
-            if sample.name.endswith("_total")}
