@@ -37,6 +37,7 @@ from kbroker.txn.remote import VerificationGuards
 from kbroker.group.shell import GroupShell
 from kbroker.replication.log_maintenance import LogMaintenance
 from kbroker.share.manager import SharePartitionManager
+from kbroker.faults import Faults
 from kbroker.fetch_sessions import FetchSessionCache
 from kbroker.metadata.answers import EncodedTopics
 from kbroker.share.persister import SharePersister
@@ -193,7 +194,8 @@ class Broker:
                                          session_timeout_ms=self.config.get("broker.session.timeout.ms"))
         self._take_dynamic_configs()
         self.log_defaults = self.config.log_config()
-        self.maintenance = LogMaintenance(self.logs, self.config, clock, offline=lambda: self.log_dir_offline is not None)
+        self.maintenance = LogMaintenance(self.logs, self.config, clock, offline=lambda: self.log_dir_offline is not None,
+                                          high_watermark=self._high_watermark)
         self.metrics = None  # kbroker.metrics.BrokerMetrics, made by run() when metrics.port is set
         self.http_address: tuple[str, int] | None = None  # where the console and /metrics listen, once bound
         self.history = None  # kbroker.http.console.history.History, the console's charts, with the metrics
@@ -213,10 +215,12 @@ class Broker:
         limits = _limits(settings.limits, self.static_config, self.config)
         self.servers = [Server(self, self.services, limits, security=self._listener_security(listener))
                         for listener in settings.listeners]
+        self.faults = Faults(self)  # a test's faults on demand (kbroker/faults.py), acting on those servers
         self.ports: dict[str, int] = {}  # listener name -> the port it is bound to, once serving
         self.port: int | None = None  # the first listener's
         self._partitions: dict[tuple[str, int], Partition] = {}
         self.log_dir_offline: BaseException | None = None  # why the data directory went offline (storage_failed)
+        self.discards_data = False  # its directory is deleted once it stops (a test's): logs closed as they are
         self._nursery: trio.Nursery | None = None
         self.flusher: Flusher | None = None  # started by run()
         self.producer_ids = ProducerIdBlock()
@@ -270,9 +274,14 @@ class Broker:
     async def await_topics(self, names: set[str], timeout_s: float) -> None:
         """Wait (bounded) until this broker's image has ``names``: a client that created a topic here
         finds it here next."""
+        await self.await_image(lambda image: names <= image.topics.keys(), timeout_s)
+
+    async def await_image(self, condition, timeout_s: float) -> bool:
+        """Until ``condition(image)`` holds of this broker's image (at most ``timeout_s``, 30 s); whether it does."""
         with trio.move_on_after(min(timeout_s, 30)):
-            while not names <= self.image.topics.keys():
+            while not condition(self.image):
                 await self._image_moved.wait()
+        return condition(self.image)
 
     async def auto_create(self, wanted: list[TopicRequest]) -> None:
         """Auto-creation (a Metadata request, an internal topic): the active controller is asked in the
@@ -351,10 +360,11 @@ class Broker:
         for name, topic in self.image.topics.items():
             if name in before.topics and before.topics[name].configs != topic.configs:
                 self.apply_topic_config(name)
-        for name, topic in before.topics.items():
-            if name not in self.image.topics:
-                for partition in topic.partitions:
-                    self._delete_log(name, partition.partition)
+        if deleted := [topic for name, topic in before.topics.items() if name not in self.image.topics]:
+            self.share_partitions.topics_deleted({topic.topic_id for topic in deleted})
+        for topic in deleted:
+            for partition in topic.partitions:
+                self._delete_log(topic.name, partition.partition)
 
     def _delete_log(self, topic: str, index: int) -> None:
         """Stop serving a partition here and delete its log: its files go in a worker thread."""
@@ -469,10 +479,15 @@ class Broker:
         restart recovers them from the last checkpoint written while the directory was online."""
         for key, log in list(self.logs.logs.items()):
             try:
-                log.close()
+                log.close(snapshot=False)  # a producer snapshot is fsynced
             except OSError as error:
                 logger.warning("%s-%d of the offline log directory not closed cleanly: %s", *key, error)
         self.logs.logs.clear()
+
+    def _high_watermark(self, key: tuple[str, int]) -> int | None:
+        """A partition replica's high watermark, or None where none is open here (retention asks)."""
+        replica = self._partitions.get(key)
+        return None if replica is None else replica.high_watermark
 
     def replicas(self) -> list[Partition]:
         """Every partition replica opened on this broker so far (a copy: safe to iterate across awaits)."""
@@ -579,11 +594,12 @@ class Broker:
                 task_status.started((endpoint.host, endpoint.port))
         finally:
             # Off the event loop: the flusher finishes its fsyncs, then the logs take their producer
-            # snapshots and checkpoints as they close (an offline directory's: no fsync, no checkpoint).
+            # snapshots and checkpoints as they close (an offline directory's, or one to be deleted: no
+            # fsync, no checkpoint).
             with trio.CancelScope(shield=True):
                 await trio.to_thread.run_sync(self.flusher.stop)
                 await trio.to_thread.run_sync(self.logs.preparer.stop)
-                await trio.to_thread.run_sync(self.logs.close if self.log_dir_offline is None
+                await trio.to_thread.run_sync(self.logs.close if self.log_dir_offline is None and not self.discards_data
                                               else self._close_offline_logs)
             if self._owns_directories:
                 self.directories.release()
@@ -614,11 +630,11 @@ class Broker:
 
         self._nursery.start_soon(service.serve, self, self._registry_sockets)
 
-    def serve_schema_registry(self, host: str = "127.0.0.1") -> tuple[str, int]:
-        """Serve the schema registry now on a free port of ``host``, if it is not served yet (the pytest
-        plugin's, on first use); where it is reached. Call in the broker's trio thread."""
+    def serve_schema_registry(self, host: str = "127.0.0.1", port: int = 0) -> tuple[str, int]:
+        """Serve the schema registry now on ``port`` (0: a free one) of ``host``, if it is not served yet (the
+        pytest plugin's, on first use); where it is reached. Call in the broker's trio thread."""
         if self.schema_registry is None:
-            self._registry_sockets = bind_listeners(host, 0)
+            self._registry_sockets = bind_listeners(host, port)
             self.schema_registry = registry_host((host, 0), self._registry_sockets, host)
             self._start_schema_registry()
         return self.schema_registry

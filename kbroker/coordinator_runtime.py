@@ -25,7 +25,8 @@ an internal compacted topic (``__consumer_offsets``, ``__transaction_state``):
 - at start, and when the topic is created, each partition is loaded by
   replaying its records, yielding every 1,000 records so that requests
   meanwhile are answered (COORDINATOR_LOAD_IN_PROGRESS by the core);
-- timers: the core's ``next_deadline_ms`` and the subclass's ``timer_work``;
+- timers: the core's ``next_deadline_ms`` and the subclass's ``timer_work``; a test that moved the
+  clock ahead has what is due carried out at once (``run_due_now``);
 - time: the wall clock of the ``Clock`` the runtime is given (kbroker/log/clock.py), as
   Kafka's coordinators keep theirs: the times the cores store (a group's state change, a
   transaction's start) and the records' timestamps are wall-clock milliseconds.
@@ -122,6 +123,10 @@ class CoordinatorRuntime:
         self._timers_changed = trio.Event()
         self._writes: dict[int, deque[_Write]] = {}  # per topic partition, in append order, until told
         self._lost: dict[int, trio.Event] = {}  # per topic partition led here: set when it is unloaded
+        self._topic_id = None  # the id of the topic whose partitions the core holds (one made again has another)
+        self._carrying_out = 0  # effects handed to _carry_out and not done yet (run_due_now waits for none)
+        self._idle = trio.Event()  # set while _carrying_out is 0
+        self._idle.set()
 
     # -- what a subclass provides ---------------------------------------------------
 
@@ -161,6 +166,10 @@ class CoordinatorRuntime:
         """The partition's records are all replayed; effects the core asks for then."""
         self.coordinator.finish_load(partition, now_ms)
         return []
+
+    def make_checks_due(self) -> None:
+        """Have the core's periodic checks (expired offsets, timed-out transactions...) run at the next
+        ``fire_timers`` whatever their interval (``run_due_now``)."""
 
     # -- running ----------------------------------------------------------------------
 
@@ -205,11 +214,18 @@ class CoordinatorRuntime:
 
     def leadership_changed(self) -> None:
         """Load the partitions of the topic this broker now leads, and drop those it no longer leads
-        (their waiters hear NOT_COORDINATOR and find the new coordinator)."""
+        (their waiters hear NOT_COORDINATOR and find the new coordinator). A deleted topic's partitions are
+        all dropped, as Kafka's brokers resign a deleted partition of a coordinator's topic, and the core
+        with them: the topic made again starts a fresh one (kbroker/testing/reset.py empties a broker so)."""
         topic = self.broker.image.topics.get(self.topic)
+        if self._coordinator is not None and self._topic_id not in (None, getattr(topic, "topic_id", None)):
+            for partition in sorted(self._coordinator.loaded | self._coordinator.loading):
+                self._unload(partition)
+            self._coordinator = self._topic_id = None
         if topic is None or self._nursery is None or not self.broker.serving:
             return
         coordinator = self.coordinator
+        self._topic_id = topic.topic_id
         for state in topic.partitions:
             partition = state.partition
             held = partition in coordinator.loaded or partition in coordinator.loading
@@ -218,11 +234,14 @@ class CoordinatorRuntime:
                 self._nursery.start_soon(self._load, partition)
             elif state.leader != self.broker.node_id and held:
                 logger.debug("%s-%d: no longer led here; unloading", self.topic, partition)
-                if (lost := self._lost.pop(partition, None)) is not None:
-                    lost.set()  # its writes still waiting fail: the new coordinator loads what was committed
-                for step in coordinator.unload(partition) or ():
-                    if isinstance(step, Respond):
-                        self._respond(step, None)
+                self._unload(partition)
+
+    def _unload(self, partition: int) -> None:
+        if (lost := self._lost.pop(partition, None)) is not None:
+            lost.set()  # its writes still waiting fail: the new coordinator loads what was committed
+        for step in self._coordinator.unload(partition) or ():
+            if isinstance(step, Respond):
+                self._respond(step, None)
 
     def begin_load(self, partition: int, leader_epoch: int) -> None:
         self.coordinator.begin_load(partition)
@@ -278,6 +297,20 @@ class CoordinatorRuntime:
                 await self._timers_changed.wait()
             self._timers_changed = trio.Event()
 
+    async def run_due_now(self, timeout_s: float = 30.0) -> None:
+        """Carry out every timer and periodic check due by the clock's time now, and return once what they
+        led to (records written, transactions' markers, answers) is done: for a test that moved the clock
+        ahead (kbroker/testing/time_travel.py). Raises TimeoutError when that takes over ``timeout_s``."""
+        if self._coordinator is None or self._nursery is None:
+            return  # no request or load yet: nothing to time
+        self.make_checks_due()
+        self.fire_timers()
+        with trio.move_on_after(timeout_s):
+            while self._carrying_out:
+                await self._idle.wait()
+            return
+        raise TimeoutError(f"{self.topic}: what fell due was not done within {timeout_s} s")
+
     def fire_timers(self) -> int | None:
         """Carry out what is due by the clock's time; how long until the next timer is due (None:
         none is set). The timer task calls it, and a test after moving a ``FakeClock``."""
@@ -316,7 +349,7 @@ class CoordinatorRuntime:
         """Carry out ``effects`` in order, in the background."""
         steps = self._stage(key, effects)
         if steps:
-            self._nursery.start_soon(self._carry_out, key, steps, None, None)
+            self._start_carrying_out(key, steps, None, None)
 
     async def wait_applied(self, key: str, effects: list) -> bool:
         """Carry out ``effects`` and wait until done; False if a write failed. (Done in the
@@ -326,7 +359,7 @@ class CoordinatorRuntime:
         if not steps:
             return True
         done, failures = trio.Event(), []
-        self._nursery.start_soon(self._carry_out, key, steps, done, failures)
+        self._start_carrying_out(key, steps, done, failures)
         await done.wait()
         return not failures
 
@@ -418,6 +451,12 @@ class CoordinatorRuntime:
         if effects:
             self.apply(write.key, effects)
 
+    def _start_carrying_out(self, key: str, steps: list, done: trio.Event | None, failures: list | None) -> None:
+        self._carrying_out += 1
+        if self._idle.is_set():
+            self._idle = trio.Event()
+        self._nursery.start_soon(self._carry_out, key, steps, done, failures)
+
     async def _carry_out(self, key: str, steps: list, done: trio.Event | None, failures: list | None) -> None:
         failed = None
         try:
@@ -437,6 +476,9 @@ class CoordinatorRuntime:
                 failures.append(failed)
             if done is not None:
                 done.set()
+            self._carrying_out -= 1
+            if not self._carrying_out:
+                self._idle.set()
 
     def _respond(self, step: Respond, failed: BaseException | None) -> None:
         waiter = self._waiters.get(step.waiter)

@@ -164,6 +164,8 @@ class Server:
         self.security = security or ListenerSecurity()
         self.connections = 0
         self.accepted = 0  # connections accepted since start (kbroker_connections_accepted)
+        self.open_connections: dict[Session, trio.CancelScope] = {}  # what close_connections cancels
+        self.faults = None  # a test's faults on demand (kbroker/faults.py) while any is set: one check a request
 
     async def serve(self, host: str, port: int, sockets=(), *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Listen on (host, port), or on ``sockets`` already bound; reports the listeners through ``task_status``."""
@@ -199,8 +201,11 @@ class Server:
                 principal = principal_of_certificate(stream.getpeercert())
             session = Session(self.security, self.services.credentials, principal)
             try:
-                await self._serve_connection(stream, peer, session)
+                with trio.CancelScope() as scope:
+                    self.open_connections[session] = scope
+                    await self._serve_connection(stream, peer, session)
             finally:
+                self.open_connections.pop(session, None)
                 for closed in session.on_close:
                     closed()
         except* (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError) as errors:
@@ -302,6 +307,15 @@ class Server:
             await trio.lowlevel.checkpoint()
         return True
 
+    def close_connections(self, client_id: str | None = None) -> int:
+        """End this listener's client connections (only those whose ApiVersions request named ``client_id``, when
+        given) as a broken network would; how many (kbroker/faults.py)."""
+        closing = [scope for session, scope in self.open_connections.items()
+                   if client_id is None or session.client_id == client_id]
+        for scope in closing:
+            scope.cancel()
+        return len(closing)
+
     async def exchange(self, frame: bytes, peer: str) -> bytes:
         """The response frame to one request frame (each with its size), handled as if it came from
         ``peer`` on a connection of this listener, but without one: how a node's broker reaches the
@@ -340,7 +354,10 @@ class Server:
         context = RequestContext(header, peer, self.security.name, session,
                                  quotas.throttle_ms if quotas is not None else None)
         started = time.perf_counter()
-        response = await handler.handle(self.broker, context, request)
+        if self.faults is None:
+            response = await handler.handle(self.broker, context, request)
+        else:  # a fault a test set may answer instead, or alter or hold back the answer
+            response = await self.faults.answer(handler, self.broker, context, request)
         if response is None:
             return None
         if header.api_key not in _QUOTA_EXEMPT:

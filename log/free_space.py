@@ -29,6 +29,7 @@ class FreeSpace:
         self.statvfs = statvfs
         self._asked_at: float | None = None
         self._free = 0  # bytes free at the last ask, less what was appended since
+        self.full = False  # every append refused as if the disk were full (a test's disk_full: kbroker/faults.py)
 
     def free_bytes(self) -> int:
         now = self.clock()
@@ -40,6 +41,9 @@ class FreeSpace:
 
     def claim(self, size: int) -> None:
         """Allow an append of ``size`` bytes, or raise OSError(ENOSPC) when it would leave less than the floor."""
+        if self.full:
+            raise OSError(errno.ENOSPC, "no space left on the log directory's filesystem (a test's disk_full)",
+                          self.directory)
         if self.min_free_bytes <= 0:
             return
         free = self.free_bytes()

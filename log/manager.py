@@ -215,7 +215,7 @@ class LogManager:
         stop left behind."""
         log = self.logs.pop((topic, partition), None)
         if log is not None:
-            log.close()
+            log.close(snapshot=False)  # as Kafka's asyncDelete: no producer snapshot (two fsyncs) for a deleted log
         self._found.discard(partition_directory_name(topic, partition))
         directory = os.path.join(self.log_dir, partition_directory_name(topic, partition))
         self._claim(directory)  # a directory being made ahead is finished first, one not begun is not made

@@ -632,25 +632,37 @@ class Log:
         if self.on_start_moved is not None:
             self.on_start_moved()
 
-    def apply_retention(self, now_ms: int | None = None) -> list[int]:
-        """Delete whole old segments (never the active one); returns their base offsets.
+    def apply_retention(self, now_ms: int | None = None, high_watermark: int | None = None) -> list[int]:
+        """Delete whole old segments; returns their base offsets.
 
         A segment goes when it lies wholly below the log start offset, when its
         newest timestamp is older than ``retention.ms``, or while the log is
         over ``retention.bytes`` by at least its size; only a prefix of the log
-        is ever deleted.
+        is ever deleted. The active segment goes too by age or size, as in Kafka
+        (UnifiedLog.deleteSegments), once the ``high_watermark`` given has reached
+        the log end: a new, empty one is rolled first and the log starts there.
         """
         now_ms = _now_ms() if now_ms is None else now_ms
         config = self.config
         excess = self.size_bytes - config.retention_bytes if config.retention_bytes >= 0 else -1
         deleted = []
-        while len(self.segments) > 1:
-            segment, following = self.segments[0], self.segments[1]
-            below_start = following.base_offset <= self.log_start_offset
+        while self.segments:
+            segment = self.segments[0]
             if segment.max_timestamp == -1 and segment.size:
                 segment.load_tail()
             expired = config.delete and config.retention_ms >= 0 and now_ms - segment.max_timestamp > config.retention_ms
             oversized = config.delete and excess >= segment.size > 0
+            if len(self.segments) == 1:  # the active one
+                if not ((expired or oversized) and segment.size and high_watermark is not None
+                        and high_watermark >= self.log_end_offset):
+                    break
+                following = self.roll(now_ms)
+                # Its file now, as after a full truncation: a restart finds the log starting there, not at 0.
+                with open(following.log_path, "ab"):
+                    pass
+                self._unsynced_files.append(following.log_path)
+            following = self.segments[1]
+            below_start = following.base_offset <= self.log_start_offset
             if not (below_start or expired or oversized):
                 break
             excess -= segment.size
@@ -758,9 +770,10 @@ class Log:
         now_ms = _now_ms() if now_ms is None else now_ms
         return self.recovery_point < self.log_end_offset and now_ms - self._last_flush_ms >= self.config.flush_ms
 
-    def close(self) -> None:
-        """Close the files, after a producer snapshot at the log end (a clean restart replays nothing)."""
-        if self.producer_state.end_offset == self.log_end_offset and len(self.producer_state):
+    def close(self, snapshot: bool = True) -> None:
+        """Close the files, after a producer snapshot at the log end (a clean restart replays nothing);
+        ``snapshot=False`` for a log about to be deleted, which no restart reads."""
+        if snapshot and self.producer_state.end_offset == self.log_end_offset and len(self.producer_state):
             self.producer_state.take_snapshot(self.directory)
         for segment in self.segments:
             segment.close()

@@ -24,7 +24,7 @@ import json
 import os
 
 from kbroker.log.append_origin import AppendOrigin
-from kbroker.log.checkpoint import fsync_file_and_directory
+from kbroker.log.checkpoint import fsync_directory
 from kbroker.log.config import LogConfig
 from kbroker.log.partition_log import Log
 from kbroker.raft.codec import batches_to_entries, entries_to_batches
@@ -180,4 +180,4 @@ def _write_durably(path: str, data: bytes) -> None:
         file.flush()
         os.fsync(file.fileno())
     os.replace(temporary, path)
-    fsync_file_and_directory(path)
+    fsync_directory(os.path.dirname(os.path.abspath(path)))  # the bytes are durable already: the rename now

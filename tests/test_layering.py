@@ -19,16 +19,19 @@ CORES = ("wire", "log", "raft")  # at the repository's root, installed as kbroke
 # (issue 25), three pairs pointing both ways among them: controller <-> handlers, controller <->
 # metadata and coordinator_runtime <-> handlers, debts to pay as the broker is cut into narrow parts.
 # http <-> schemas is a fourth: the registry serves on the HTTP stack, and the console shows the registry.
-# Every room may use the cores and the package itself (kbroker.__version__).
+# Every room may use the cores and the package itself (kbroker.__version__). cli -> testing: the
+# `kbroker test-broker` command is the test broker of kbroker/testing/test_broker.py, imported for it alone.
+# faults (issue 43): the broker makes its Faults and its servers hand requests to them while one is set;
+# fault_answers builds the error answers (and wraps a handler's Deferred); testing reaches them from a test.
 ALLOWED: dict[str, set[str]] = {
     "wire": set(),
     "log": {"wire"},
     "raft": {"log", "wire"},
 }
 KBROKER_ARROWS = """
-broker: config controller data_directories fetch_sessions group http lifecycle listen metadata metrics peers
+broker: config controller data_directories faults fetch_sessions group http lifecycle listen metadata metrics peers
         producer_ids replication schemas security server share topics txn
-cli: broker collector config controller data_directories event_log http listen metadata schemas tools
+cli: broker collector config controller data_directories event_log http listen metadata schemas testing tools
 collector:
 config: metadata results security topics
 controller: config handlers metadata peers producer_ids security server
@@ -37,6 +40,8 @@ coordinator_runtime: effects handlers topics
 data_directories: config
 effects:
 event_log:
+fault_answers: handlers
+faults: effects fault_answers handlers
 fetch_sessions:
 group: coordinator_records coordinator_runtime effects topics
 http: config metadata metrics schemas security tools
@@ -54,7 +59,7 @@ schemas: config http topics
 security: config effects
 share: config coordinator_records coordinator_runtime effects topics
 server: event_log handlers security
-testing: broker config listen schemas tools
+testing: broker config faults listen schemas tools
 tools: config security
 topics: metadata
 txn: controller coordinator_records coordinator_runtime effects group topics

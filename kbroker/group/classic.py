@@ -296,6 +296,14 @@ class ClassicGroup:
         self.last_change_ms = now_ms
         return effects + self._maybe_complete_join(now_ms)
 
+    def force_rebalance(self, now_ms: int) -> list | None:
+        """Begin a rebalance now, as a member's changed metadata would (a test's fault, kbroker/faults.py): the
+        members hear REBALANCE_IN_PROGRESS at their next heartbeat and join again. None when the group is not
+        Stable or CompletingRebalance (empty, or rebalancing already)."""
+        if self.state not in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+            return None
+        return self._prepare_rebalance(now_ms)
+
     def _max_rebalance_timeout_ms(self) -> int:
         return max((member.rebalance_timeout_ms for member in self.members.values()), default=0)
 

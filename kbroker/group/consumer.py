@@ -430,6 +430,18 @@ class ConsumerGroup:
             self._topics, self._regex_matches = topics, {}
         return self._persist(written, now_ms)
 
+    def force_rebalance(self, topics: TopicsView, now_ms: int) -> list | None:
+        """A new group epoch and target assignment now, as a changed subscription would bring (a test's fault,
+        kbroker/faults.py): every member moves to the new epoch; partitions move only if the assignor moves
+        them. None when the group has no members."""
+        if not self.members:
+            return None
+        self._now_ms = now_ms
+        written: list = []
+        self._refresh_subscriptions(topics, written, bump=True)
+        self._update_target_assignment(written)
+        return self._persist(written, now_ms)
+
     # -- offsets and admin ------------------------------------------------------------------
 
     def validate_offset_commit(self, member_id: str, member_epoch: int, api_version: int | None = None) -> int:

@@ -443,6 +443,16 @@ class GroupCoordinator:
     def listed(self) -> list[tuple[str, ClassicGroup | ConsumerGroup | ShareGroup]]:
         return [(group_id, group) for group_id, group in self.groups.items() if self.partition_of(group_id) in self.loaded]
 
+    def rebalance(self, group_id: str, topics: TopicsView, now_ms: int) -> list | None:
+        """A rebalance of ``group_id`` begun now (kbroker/faults.py); None when there is nothing to rebalance."""
+        self.check(group_id)
+        group = self.groups.get(group_id)
+        if isinstance(group, ClassicGroup):
+            return group.force_rebalance(now_ms)
+        if isinstance(group, ConsumerGroup):
+            return group.force_rebalance(topics, now_ms)
+        return None
+
     # -- timers ----------------------------------------------------------------------
 
     def next_deadline_ms(self) -> int | None:

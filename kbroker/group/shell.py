@@ -102,6 +102,19 @@ class GroupShell(CoordinatorRuntime):
             work += self.coordinator.expire_offsets(now)
         return work
 
+    def make_checks_due(self) -> None:
+        self._next_retention_check_ms = 0  # offsets past offsets.retention.minutes
+
+    async def rebalance(self, group_id: str) -> bool:
+        """Rebalance ``group_id`` now, through the core's own state change (a test's fault, kbroker/faults.py);
+        returns once that is carried out. False when the group is empty, rebalancing already, or a share group.
+        CoordinatorError when it is not coordinated here."""
+        effects = self.coordinator.rebalance(group_id, self.topics_view(), self.now_ms())
+        if effects is None:
+            return False
+        await self.wait_applied(group_id, effects)
+        return True
+
     async def perform(self, key: str, effect) -> None:
         """A share group's InitializeShareGroupState after a heartbeat: asked of the share coordinator in the
         background (the heartbeat that asked is answered meanwhile)."""

@@ -50,6 +50,8 @@ def api_versions_response(error_code: int = ErrorCode.NONE, registry: dict | Non
 
 @handlers.handles("ApiVersions", 0, 5)
 async def handle(broker, context, request):
+    if context.session is not None:  # the connection's client, as Kafka learns it here (KIP-511)
+        context.session.client_id = context.header.client_id
     return _misdirected(broker, request) or api_versions_response()
 
 

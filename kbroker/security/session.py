@@ -35,6 +35,7 @@ class Session:
         self.authenticated = not security.uses_sasl
         self.closing = False  # answer what is queued, then close (a failed or refused authentication)
         self.raw_tokens = False  # after a v0 handshake: the next frames are bare SASL tokens
+        self.client_id: str | None = None  # as its ApiVersions request named it (KIP-511), for close_connections
         # Called once the connection has closed: what a handler tied to it (a share session) lets go of.
         self.on_close: list[Callable[[], None]] = []
         self._credentials = credentials

@@ -186,6 +186,14 @@ class SharePartitionManager:
 
         return group_config(self.broker.image, self.broker.config, group_id).share_isolation_level
 
+    def topics_deleted(self, topic_ids: set) -> None:
+        """Forget the share-partitions of deleted topics, as Kafka's SharePartitionManager does when a partition
+        is deleted: their records' locks go with them, and no state is written for them any more (a lock
+        running out later would write to the share coordinator, and make its topic again after a reset)."""
+        for entries in (self._entries, self._retired):
+            for key in [key for key in entries if key[1] in topic_ids]:
+                del entries[key]
+
     def _drop(self, entry: _Entry) -> None:
         """Forget a share-partition (leadership moved on, or no member of its group fetches here any more): its
         records' locks go with it, and the next use reads the state again once the writes still on their way are
@@ -315,6 +323,19 @@ class SharePartitionManager:
     def _stopping(self) -> bool:
         """The broker stops (or never started): the manager's nursery takes no more work."""
         return self._nursery is None or self._closed
+
+    async def expire_locks_now(self, timeout_s: float = 30.0) -> None:
+        """Release the records whose acquisition lock ran out by the clock's time now, and return once their
+        writes are settled: for a test that moved the clock ahead (kbroker/testing/time_travel.py). Raises
+        TimeoutError when that takes over ``timeout_s``."""
+        if self._stopping():
+            return
+        self._expire_locks()
+        with trio.move_on_after(timeout_s):
+            for entry in [*self._entries.values(), *self._retired.values()]:
+                await entry.idle.wait()
+            return
+        raise TimeoutError(f"share-partition writes not settled within {timeout_s} s")
 
     def _expire_locks(self) -> None:
         now = self.clock.wall_ms()

@@ -4,10 +4,12 @@
         kbroker.create_topic("orders", partitions=3)
         producer = confluent_kafka.Producer({"bootstrap.servers": kbroker.bootstrap})
 
-Fixtures: ``kbroker`` gives each test its own broker and data directory; ``kbroker_session`` shares
-one across the session. Outside fixtures, ``running_broker(settings={...})`` is the same broker as a
-context manager, with any settings, and ``running_cluster(nodes=3)`` a replicated cluster of real
-processes.
+Fixtures: ``kbroker`` gives each test its own broker and data directory (started while the test
+before ran, so a test hardly waits for it); ``kbroker_clean`` shares one broker across the session
+and empties it after each test (``reset()``), for tests that want a fresh broker's view at a lower
+cost; ``kbroker_session`` shares one across the session as it is. Outside fixtures,
+``running_broker(settings={...})`` is the same broker as a context manager, with any settings, and
+``running_cluster(nodes=3)`` a replicated cluster of real processes.
 
 Every pytest run in an environment with kbroker installed loads this module, so it imports nothing
 heavy: the broker (trio and all) is imported when a test first asks for one.
@@ -34,6 +36,12 @@ _MODULE_BY_NAME = {
 }
 __all__ = list(_MODULE_BY_NAME)
 
+# The fixtures' brokers make their internal topics with one partition, not Kafka's 50, as Kafka's own
+# test harness makes them with few: a broker whose first consumer creates __consumer_offsets then
+# makes, and at its stop closes, one log rather than 50 (about 20 ms a test; bench/test_double_bench.py).
+FIXTURE_SETTINGS = {"offsets.topic.num.partitions": 1, "transaction.state.log.num.partitions": 1,
+                    "share.coordinator.state.topic.num.partitions": 1}
+
 
 def __getattr__(name: str):
     if name not in _MODULE_BY_NAME:
@@ -42,13 +50,29 @@ def __getattr__(name: str):
 
 
 @pytest.fixture
-def kbroker():
+def kbroker(_kbroker_pool):
     """A fresh broker for this test, in this process, with its own temporary data directory. Yields a
     RunningBroker: .bootstrap ("host:port", for bootstrap.servers), .host, .port, .data_dir (its
     log.dirs), .create_topic(name, partitions=1, config=None) (returns once every partition has a
     leader; topics are also auto-created on first use), .schema_registry_url (the broker's schema
-    registry, Confluent's REST API, served from the first time it is asked). Other settings: a fixture around
+    registry, Confluent's REST API, served from the first time it is asked), .faults, .advance_time(ms),
+    .records(topic) and other looks inside, .restart(), .reset(), and .broker, the broker itself. The
+    next test's broker is started while this one runs, and this one is stopped after it, so a test
+    waits for neither. Other settings: a fixture around
     kbroker.testing.running_broker(settings={...}), as ``pytest --fixtures -v`` shows; a cluster too.
+
+    - .faults: errors, delays, closed connections, moved coordinators, rebalances, fenced producers,
+      a full disk, on demand (kbroker/faults.py); they end with the test;
+    - .advance_time(ms): the broker's clock moved ahead, what falls due then done at once;
+    - .records(topic), .group(group_id), .committed_offsets(group_id), .transactions(), .schemas():
+      what it holds, as plain Python values;
+    - .restart(): stopped and started again on the same data directory and port (clients reconnect;
+      what was acknowledged stays);
+    - .reset(): emptied of every topic, group, committed offset, transaction, schema, ACL, client
+      quota, SCRAM user and dynamic config, on the same port.
+
+    Its internal topics have one partition each (FIXTURE_SETTINGS). What a broker per test costs a
+    test, beside a shared one: bench/test_double_bench.py.
 
     A broker with settings of its own (Kafka's names), as a fixture you write::
 
@@ -67,20 +91,76 @@ def kbroker():
             with running_cluster(nodes=3) as cluster:
                 yield cluster
     """
-    yield from _serve_broker()
+    running = _kbroker_pool.take()
+    try:
+        yield running
+    finally:
+        _kbroker_pool.give_back(running)
+
+
+@pytest.fixture
+def kbroker_clean(_kbroker_clean_session):
+    """A broker shared by every test that asks for it, emptied after each one: the test finds no
+    topic, group, committed offset, transaction, schema, ACL, client quota, SCRAM user or dynamic
+    config that an earlier one left, and no fault still set, on the same port as the test before
+    (RunningBroker.reset(), kbroker/testing/reset.py, in a few milliseconds). Yields a RunningBroker
+    like ``kbroker``. Close the clients a test opens (or give them fixtures that close them): one
+    left running into the next test goes on using the broker, and a consumer rejoining its group
+    makes that group again. Kept apart from ``kbroker_session``'s broker, whose contents are kept.
+    """
+    yield _kbroker_clean_session
+    if _kbroker_clean_session.broker.log_dir_offline is not None:  # a failed fsync: only a restart recovers
+        _kbroker_clean_session.restart()
+    _kbroker_clean_session.reset()
 
 
 @pytest.fixture(scope="session")
 def kbroker_session():
     """One broker shared by every test of the session: faster to start, but topics, records and
     committed offsets carry over, so give each test its own topic and group names. Yields a
-    RunningBroker like ``kbroker``: .bootstrap ("host:port"), .host, .port, .data_dir, .create_topic().
+    RunningBroker like ``kbroker``: .bootstrap ("host:port"), .host, .port, .data_dir, .create_topic(),
+    .faults, .advance_time(), .records() and the other looks inside, .restart(), .reset(). Faults a
+    test set on it are cleared when that test ends; time moved ahead stays ahead.
     """
-    yield from _serve_broker()
-
-
-def _serve_broker():
+    global _session_broker
     from kbroker.testing.in_process_broker import running_broker  # here, not above: see the module's docstring
 
-    with running_broker() as running:
+    with running_broker(settings=FIXTURE_SETTINGS) as running:
+        _session_broker = running
+        try:
+            yield running
+        finally:
+            _session_broker = None
+
+
+@pytest.fixture(scope="session")
+def _kbroker_pool():
+    """The ``kbroker`` fixture's brokers: the next test's started ahead, the last one's stopped behind
+    (kbroker.testing.in_process_broker.BrokerPool)."""
+    from kbroker.testing.in_process_broker import BrokerPool
+
+    pool = BrokerPool(settings=FIXTURE_SETTINGS)
+    try:
+        yield pool
+    finally:
+        pool.close()
+
+
+@pytest.fixture(scope="session")
+def _kbroker_clean_session():
+    """The broker ``kbroker_clean`` empties after each test."""
+    from kbroker.testing.in_process_broker import running_broker
+
+    with running_broker(settings=FIXTURE_SETTINGS) as running:
         yield running
+
+
+_session_broker = None  # kbroker_session's broker while it runs: its faults are cleared after each test
+
+
+def pytest_runtest_teardown(item, nextitem):
+    """A fault a test set on the shared broker ends with the test (the other fixtures' brokers are
+    stopped or reset)."""
+    running = _session_broker
+    if running is not None and "kbroker_session" in getattr(item, "fixturenames", ()):
+        running.faults.clear()

@@ -320,12 +320,35 @@ class TransactionCoordinator:
                             meta.state is TxnState.PREPARE_COMMIT, frozenset(meta.partitions),
                             self._coordinator_epochs.get(self.partition_of(meta.transactional_id), 0))
 
+    def fence_producer(self, transactional_id: str, now_ms: int) -> tuple[int, list]:
+        """Fence the producer of ``transactional_id`` as a new producer's InitProducerId would (a test's fault,
+        kbroker/faults.py): an epoch no producer holds, its open transaction aborted under it. The new epoch and
+        the effects. CoordinatorError CONCURRENT_TRANSACTIONS while a transaction is being ended."""
+        self.check(transactional_id)
+        meta = self.transactions.get(transactional_id)
+        if meta is None:
+            raise LookupError(f"no transactional id {transactional_id!r}")
+        if meta.pending is not None or meta.state in PREPARING:
+            raise CoordinatorError(ErrorCode.CONCURRENT_TRANSACTIONS)
+        if meta.state is TxnState.ONGOING:
+            target, effects = self._prepare(meta, commit=False, client_version=meta.client_version, bump_epoch=False,
+                                            now_ms=now_ms, fence=True)
+        else:
+            target, persist = self._move(meta, TxnMetadata.fence)
+            effects = [persist]
+        return target.producer_epoch, effects
+
     # -- timers -------------------------------------------------------------------------------------
 
     def next_deadline_ms(self) -> int | None:
         due = [when for when in (self._next_abort_check_ms, self._next_expiry_check_ms,
                                  min(self._complete_again.values(), default=None)) if when is not None]
         return min(due) if due else None
+
+    def make_checks_due(self) -> None:
+        """Have the next tick look for timed-out transactions and expired transactional ids whatever their
+        intervals (a test moved the clock ahead: kbroker/testing/time_travel.py)."""
+        self._next_abort_check_ms = self._next_expiry_check_ms = 0
 
     def tick(self, now_ms: int) -> list:
         """Abort transactions open longer than their timeout (fencing their producer), and forget

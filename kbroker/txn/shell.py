@@ -23,6 +23,7 @@ logger = logging.getLogger(__name__)
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 _MARKER_RETRY_S = 0.5
 _LOAD_WAIT_S = 0.01
+_FENCE_WAIT_S = 10  # fence_producer: the longest wait for a transaction being ended to complete
 # As Kafka's marker sender: a partition that is gone needs no marker; one that refuses the
 # producer's epoch or this coordinator's has newer markers, and retrying cannot change that.
 _MARKER_REFUSED = frozenset({ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COORDINATOR_FENCED})
@@ -88,6 +89,30 @@ class TxnShell(CoordinatorRuntime):
 
     def timer_work(self, now: int) -> list[tuple[str, list]]:
         return _by_transactional_id(self.coordinator.tick(now))
+
+    def make_checks_due(self) -> None:
+        self.coordinator.make_checks_due()
+
+    async def fence_producer(self, transactional_id: str) -> int:
+        """Fence the producer of ``transactional_id`` (kbroker/faults.py); returns its new epoch once that is
+        durable and an open transaction's abort markers are written. Waits (up to 10 s) for a transaction being
+        ended to complete first."""
+        import trio
+
+        from kbroker.effects import CoordinatorError
+
+        with trio.fail_after(_FENCE_WAIT_S):
+            while True:
+                try:
+                    epoch, effects = self.coordinator.fence_producer(transactional_id, self.now_ms())
+                except CoordinatorError as error:
+                    if error.error_code != ErrorCode.CONCURRENT_TRANSACTIONS:
+                        raise
+                    await trio.sleep(0.01)
+                    continue
+                if not await self.wait_applied(transactional_id, effects):
+                    raise OSError(f"the fence of {transactional_id!r} was not written")
+                return epoch
 
     async def perform(self, key: str, effect) -> None:
         """``WriteMarkers``, once the decision before it is durable: write them until every

@@ -72,8 +72,8 @@ def test_pytest_fixtures_documents_what_each_fixture_yields(tmp_path):
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     shown = result.stdout[result.stdout.index("from kbroker.testing"):]
-    for words in ("kbroker -- ", "kbroker_session [session scope]", ".bootstrap", ".host", ".port", ".data_dir",
-                  ".create_topic(name", "running_broker(settings="):
+    for words in ("kbroker -- ", "kbroker_session [session scope]", "kbroker_clean -- ", ".bootstrap", ".host",
+                  ".port", ".data_dir", ".create_topic(name", "running_broker(settings=", ".restart()", ".reset()"):
         assert words in shown, words
 
 
@@ -146,6 +146,71 @@ def test_a_broker_with_settings(strict_broker):
     strict_broker.create_topic("defaults", partitions=-1)  # -1: the broker's num.partitions
     assert len(admin.list_topics("defaults", timeout=10).topics["defaults"].partitions) == 4
     assert "unknown" not in admin.list_topics(timeout=10).topics
+
+
+# -- a broker per test, a shared one emptied after each test ---------------------------------------------------
+
+FIRST_BROKERS = {}  # what the first test of each pair below saw, for the second
+
+
+def test_a_per_test_broker_first(kbroker):
+    kbroker.create_topic("left-behind")
+    FIRST_BROKERS["kbroker"] = (kbroker.port, kbroker.data_dir)
+
+
+def test_a_per_test_broker_second_is_another_and_the_first_is_stopped_and_removed(kbroker):
+    admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": kbroker.bootstrap})
+    assert "left-behind" not in admin.list_topics(timeout=10).topics
+    if "kbroker" in FIRST_BROKERS:  # not when this test runs alone
+        port, data_dir = FIRST_BROKERS["kbroker"]
+        assert kbroker.port != port
+        deadline = time.monotonic() + 30  # stopped behind the first test, without it waiting
+        while os.path.exists(data_dir) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not os.path.exists(data_dir)
+
+
+def test_a_clean_broker_first(kbroker_clean):
+    kbroker_clean.create_topic("left-behind")
+    produce(kbroker_clean.bootstrap, "left-behind", [b"x"])
+    assert consume(kbroker_clean.bootstrap, "left-behind", 1) == [b"x"]  # and commits for its group
+    FIRST_BROKERS["kbroker_clean"] = kbroker_clean.port
+
+
+def test_a_clean_broker_second_finds_the_same_port_and_nothing_left(kbroker_clean):
+    admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": kbroker_clean.bootstrap})
+    assert list(admin.list_topics(timeout=10).topics) == []
+    assert admin.list_consumer_groups().result(10).valid == []
+    assert kbroker_clean.port == FIRST_BROKERS.get("kbroker_clean", kbroker_clean.port)
+
+
+def test_a_fault_on_the_session_broker_first(kbroker_session):
+    kbroker_session.faults.fail("Produce", "NOT_LEADER_OR_FOLLOWER", count=None, topic="never-produced-to")
+    assert len(kbroker_session.faults.active) == 1
+
+
+def test_a_fault_on_the_session_broker_second_finds_it_cleared(kbroker_session):
+    assert kbroker_session.faults.active == []
+
+
+def test_a_pytest_run_leaves_no_broker_behind(tmp_path):
+    """The brokers started ahead and stopped behind are all stopped, and their directories removed, when
+    the run ends."""
+    (tmp_path / "test_three.py").write_text(textwrap.dedent("""
+        import pytest
+
+        @pytest.mark.parametrize("index", range(3))
+        def test_a_broker(kbroker, index):
+            kbroker.create_topic(f"topic-{index}")
+    """))
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_three.py"],
+                            cwd=tmp_path, env=dict(os.environ, TMPDIR=str(temporary)), capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "3 passed" in result.stdout
+    assert [path.name for path in temporary.iterdir() if path.name.startswith("kbroker-")] == []
 
 
 # -- a cluster of real processes -----------------------------------------------------------------------------
