@@ -3,6 +3,7 @@
     kbroker [--config server.properties] [--override key=value ...]
     kbroker topics|groups|produce|consume|cluster ... [--bootstrap-server host:port]   (kbroker/tools/)
     kbroker mirror --source host:port --target host:port                              (kbroker/tools/mirror.py)
+    kbroker test-broker [--override key=value ...]                          (kbroker/testing/test_broker.py)
 
 Settings use Kafka's names; ``KBROKER_<NAME>`` environment variables (dots as
 underscores) sit between the file and ``--override``. SIGINT and SIGTERM stop
@@ -45,7 +46,7 @@ def parse_arguments(argv: list[str]) -> argparse.Namespace:
     _refuse_mixed_options(parser, arguments)
     if arguments.metrics_port is not None:
         arguments.override.append(f"metrics.port={arguments.metrics_port}")
-    return with_connection_defaults(arguments) if arguments.command not in (None, "mirror") else arguments
+    return arguments if arguments.command in (None, "mirror", "test-broker") else with_connection_defaults(arguments)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -67,14 +68,29 @@ def build_parser() -> argparse.ArgumentParser:
     add_mirror_arguments(commands.add_parser(
         "mirror", help="copy topics from one cluster to another, continuously (as MirrorMaker)",
         description=mirror_description, formatter_class=argparse.RawDescriptionHelpFormatter))
+    _add_test_broker_arguments(commands)
     return parser
+
+
+def _add_test_broker_arguments(commands) -> None:
+    """``kbroker test-broker``, declared here: its module (kbroker/testing/test_broker.py) brings in the
+    pytest plugin's package, which a plain ``kbroker`` must not import."""
+    test_broker = commands.add_parser(
+        "test-broker", help="a broker for tests in any language: a free port, one JSON line, a control API",
+        description="Start a test broker on a free loopback port with its control API (docs/test-broker.md), print "
+        'one line {"bootstrap": ..., "control": ..., "pid": ...} and serve until the parent process ends, '
+        "SIGTERM or SIGINT.")
+    test_broker.add_argument("--override", metavar="KEY=VALUE", action="append", default=[],
+                             dest="test_broker_overrides", help="a broker setting by Kafka's name (repeatable)")
+    test_broker.add_argument("--exit-on-stdin-close", action="store_true",
+                             help="also stop when standard input reaches its end")
 
 
 def _refuse_mixed_options(parser: argparse.ArgumentParser, arguments: argparse.Namespace) -> None:
     """The broker's options with a command, or a command's options without one, are a mistake worth a
     line rather than silently ignored."""
     connection = connection_options_given(arguments)
-    if arguments.command in (None, "mirror") and connection:
+    if arguments.command in (None, "mirror", "test-broker") and connection:
         parser.error(f"{' and '.join(connection)}: only for the admin commands, e.g. kbroker topics list "
                      "--bootstrap-server HOST:PORT (the mirror takes --source and --target)")
     broker_options = [option for option, value in (("--config", arguments.config), ("--override", arguments.override),
@@ -138,6 +154,10 @@ def main(argv: list[str] | None = None) -> int:
         from kbroker.tools import mirror
 
         return mirror.run(arguments)
+    if arguments.command == "test-broker":  # kbroker test-broker: for tests in other languages (docs/test-broker.md)
+        from kbroker.testing.test_broker import run
+
+        return run(arguments.test_broker_overrides, arguments.exit_on_stdin_close)
     if arguments.command is not None:  # kbroker topics|groups|produce|consume|cluster (kbroker/tools/admin.py)
         from kbroker.tools import admin
 
