@@ -206,6 +206,27 @@ def encode_request(api_key: int, api_version: int, correlation_id: int, client_i
 _RESPONSE_WRITERS: dict[tuple[int, int], tuple[bool, object]] = {}  # (key, version) -> (header v1, writer)
 
 
+class EncodedBody:
+    """A response body encoded already, for the version it was encoded for: written as it is. A constant
+    answer (ApiVersions') is encoded once per version instead of once per request; ``error_code`` is the
+    answer's own, for whoever looks at the answer rather than its bytes."""
+
+    __slots__ = ("data", "error_code")
+
+    def __init__(self, data: bytes, error_code: int = 0) -> None:
+        self.data = data
+        self.error_code = error_code
+
+    @classmethod
+    def of(cls, api_key: int, api_version: int, body) -> EncodedBody:
+        """``body`` (an answer value) encoded for ``api_version``."""
+        out = EncodeBuffer()
+        API_BY_KEY[api_key].response_writer(api_version)(out, body)
+        if out.regions:
+            raise ValueError("an answer with file regions cannot be kept encoded")
+        return cls(bytes(out), getattr(body, "error_code", 0) or 0)
+
+
 def encode_response(api_key: int, api_version: int, correlation_id: int, body) -> EncodeBuffer:
     """A whole response frame; file regions in ``records`` fields stay in ``.regions``.
 
@@ -221,7 +242,10 @@ def encode_response(api_key: int, api_version: int, correlation_id: int, body) -
     out = EncodeBuffer(_SIZE.pack(0) + _SIZE.pack(correlation_id))
     if tagged:
         out.append(0)
-    write(out, body)
+    if type(body) is EncodedBody:
+        out += body.data
+    else:
+        write(out, body)
     regions = out.regions
     _SIZE.pack_into(out, 0, len(out) - 4 + (sum(region.length for _, region in regions) if regions else 0))
     return out

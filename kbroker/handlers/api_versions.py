@@ -10,6 +10,7 @@ AddOffsetsToTxn; the partition (Produce v12) and the group coordinator
 
 from kbroker import handlers
 from kbroker.wire.errors import ErrorCode
+from kbroker.wire.frame import EncodedBody
 from kbroker.wire.schema import API_BY_NAME
 
 ApiVersionsResponse = API_BY_NAME["ApiVersions"].response_class
@@ -48,11 +49,22 @@ def api_versions_response(error_code: int = ErrorCode.NONE, registry: dict | Non
     return answer
 
 
+# (answer's id, version) -> (the answer, its bytes): the broker's answer encoded once per version
+_ENCODED: dict[tuple[int, int], tuple[object, EncodedBody]] = {}
+
+
+def _encoded(answer, version: int) -> EncodedBody:
+    kept = _ENCODED.get((id(answer), version))
+    if kept is None or kept[0] is not answer:
+        kept = _ENCODED[(id(answer), version)] = (answer, EncodedBody.of(_API_VERSIONS_KEY, version, answer))
+    return kept[1]
+
+
 @handlers.handles("ApiVersions", 0, 5)
 async def handle(broker, context, request):
     if context.session is not None:  # the connection's client, as Kafka learns it here (KIP-511)
         context.session.client_id = context.header.client_id
-    return _misdirected(broker, request) or api_versions_response()
+    return _misdirected(broker, request) or _encoded(api_versions_response(), context.api_version)
 
 
 def _misdirected(broker, request):

@@ -153,3 +153,14 @@ def test_a_partial_large_frame_is_handed_over_once_a_quarter_has_arrived():
     assert decoder.buffered_bytes == 0 and decoder.next_frame() is None
     decoder.feed(frame[:10])  # the decoder goes on with the stream after the handed-over frame
     assert decoder.buffered_bytes == 10
+
+
+def test_a_body_encoded_once_goes_out_as_the_value_would():
+    from kbroker.handlers.api_versions import api_versions_response
+    from kbroker.wire.frame import EncodedBody
+
+    answer = api_versions_response()
+    for version in range(0, 5):
+        kept = EncodedBody.of(18, version, answer)
+        assert bytes(encode_response(18, version, 99, kept)) == bytes(encode_response(18, version, 99, answer))
+        assert kept.error_code == 0
