@@ -186,6 +186,12 @@ class Faults:
         from kbroker.effects import CoordinatorError
 
         try:
+            await self.broker.transactions.fence_producer(transactional_id)
+            # Bumped twice, as a new producer's InitProducerId leaves it (the fence that aborts, then the new
+            # producer's own epoch). With transaction version 2 an EndTxn one epoch behind is taken for a retry of
+            # the EndTxn that bumped it, so after one bump the old producer's commit would be answered
+            # INVALID_TXN_STATE (as at Kafka 4.4 after a transaction timed out: kafka-clients 4.4 throws
+            # InvalidTxnStateException) rather than PRODUCER_FENCED.
             return await self.broker.transactions.fence_producer(transactional_id)
         except CoordinatorError as error:
             raise LookupError(f"transactional id {transactional_id!r} is not coordinated here: "

@@ -3,7 +3,8 @@
 ``StreamsApps.compile(sources, classes)`` compiles every ``*.java`` file of ``sources`` (for the compat tests,
 compat_tests/streams_apps/) with the machine's ``javac`` into ``classes``, against the jars of the pom's
 ``streams`` profile (kafka-streams 4.4.0 with its kafka-clients and a log4j2 binding; testkit/maven.py). A test
-session compiles once, into a temporary folder.
+session compiles once, into a temporary folder. compat_tests/test_faults_java.py builds and runs its plain-client
+program (compat_tests/java_faults/) the same way, and drives it through its standard input (``stdin=True``).
 
 ``StreamsApps.start(main, directory, properties)`` runs ``java -cp <classes:jars> <main> key=value ...`` with the
 properties on its command line, in ``directory`` (created), where its log (log4j2, WARN and up), its
@@ -83,14 +84,17 @@ class StreamsApps:
         return [self.java, "-Xss1m", "-Xmx256m", f"-Dlog4j2.configurationFile={log4j2}", "-cp", self.classpath,
                 main, *arguments]
 
-    def start(self, main: str, directory: pathlib.Path, properties: dict[str, object]) -> StreamsApp:
-        """A started application: ``main``'s class run with ``properties`` (key=value arguments)."""
+    def start(self, main: str, directory: pathlib.Path, properties: dict[str, object], *,
+              stdin: bool = False) -> StreamsApp:
+        """A started application: ``main``'s class run with ``properties`` (key=value arguments); with ``stdin``,
+        its standard input a pipe that ``StreamsApp.send`` writes lines to."""
         directory.mkdir(parents=True, exist_ok=True)
         log4j2 = directory / "log4j2.properties"
         log4j2.write_text(LOG4J2.format(log=directory / "app.log"))
         app = StreamsApp(main, directory)
         with open(directory / "stderr.log", "ab") as stderr:
-            app.process = subprocess.Popen(self.command(main, properties, log4j2), stdin=subprocess.DEVNULL,
+            app.process = subprocess.Popen(self.command(main, properties, log4j2),
+                                           stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
                                            stdout=subprocess.PIPE, stderr=stderr, text=True, cwd=directory)
         threading.Thread(target=app._read_lines, name=f"{main}-lines", daemon=True).start()
         return app
@@ -128,6 +132,11 @@ class StreamsApp:
     def lines(self) -> list[dict]:
         with self._changed:
             return list(self._lines)
+
+    def send(self, line: str) -> None:
+        """One line to the application's standard input (started with ``stdin=True``)."""
+        self.process.stdin.write(line + "\n")
+        self.process.stdin.flush()
 
     def events(self, kind: str) -> list[dict]:
         return [line for line in self.lines if line.get("event") == kind]
