@@ -125,10 +125,10 @@ def share_group_heartbeat_session(side: Side) -> None:
 
 
 def share_fetch(side: Side, version: int, group: str, member_id: str, epoch: int, topic_id, partitions=(0,), *,
-                acknowledgements=None, max_records: int = 3, acquire_mode: int = 0, max_wait_ms: int = 300,
-                forgotten=None, record: bool = True):
+                acknowledgements=None, max_records: int = 3, batch_size: int | None = None, acquire_mode: int = 0,
+                max_wait_ms: int = 300, max_bytes: int = 1 << 20, forgotten=None, record: bool = True):
     """``acknowledgements``: {partition: [(first, last, [types])]}; ``forgotten``: (topic id, [partitions])
-    pairs to take out of the session."""
+    pairs to take out of the session; ``batch_size`` is ``max_records`` unless given."""
     wanted = ShareFetch.FetchTopic
     batch = wanted.FetchPartition.AcknowledgementBatch
     acknowledgements = acknowledgements or {}
@@ -139,7 +139,8 @@ def share_fetch(side: Side, version: int, group: str, member_id: str, epoch: int
         for index in partitions])] if partitions else []
     return side.call("ShareFetch", version, request(
         "ShareFetch", group_id=group, member_id=member_id, share_session_epoch=epoch, max_wait_ms=max_wait_ms,
-        min_bytes=1, max_bytes=1 << 20, max_records=max_records, batch_size=max_records,
+        min_bytes=1, max_bytes=max_bytes, max_records=max_records,
+        batch_size=max_records if batch_size is None else batch_size,
         share_acquire_mode=acquire_mode, topics=topics,
         forgotten_topics_data=[ShareFetch.ForgottenTopic(topic_id=forgotten_id, partitions=list(indexes))
                                for forgotten_id, indexes in forgotten or ()]), record=record)
@@ -176,10 +177,9 @@ def share_fetch_session(side: Side) -> None:
 
     Kafka applies the acknowledgements a ShareFetch carries while it acquires (KafkaApis sends both at once),
     so whether a record released there is acquired again by that same fetch depends on timing: records are
-    released with ShareAcknowledge only. Kafka's batch-optimized acquisition rounds max_records up to the end
-    of a batch, kbroker's does not (docs/kafka-differences.md): max_records falls on batch boundaries but once.
-    An answer has at most one topic in error: Kafka puts a topic whose partitions the log refused before one
-    it does not know, kbroker keeps the session's order (a difference of order alone, left out).
+    released with ShareAcknowledge only. An answer has at most one topic in error: Kafka puts a topic whose
+    partitions the log refused before one it does not know, kbroker keeps the session's order (a difference
+    of order alone, left out).
     """
     for version in versions("ShareFetch"):
         topic, group = f"{PREFIX}-fetch-v{version}", f"{PREFIX}-fetch-group-v{version}"
@@ -227,9 +227,47 @@ def share_fetch_session(side: Side) -> None:
         share_fetch(side, version, group, member, -1, None, partitions=())  # closes it, acknowledging nothing
         share_fetch(side, version, group, member, 0, topic_id)
         produce(side, 9, topic, 0, values(b"i", b"j", b"k"))  # offsets 8-10
-        # Two records of the batch: exactly (record_limit, v2+), or the whole batch (Kafka, batch_optimized)
+        # Two records of the batch: exactly (record_limit, v2+), or the whole batch (batch_optimized)
         share_fetch(side, version, group, member, 1, topic_id, max_records=2, acquire_mode=version - 1)
         heartbeat(side, group, member, -1)
+
+
+def share_fetch_limits_session(side: Side) -> None:
+    """What one ShareFetch acquires (KIP-932, KIP-1206): batch_optimized (v1, and v2's default) stops at the
+    end of the batch that reaches max_records, record_limit (v2) at max_records exactly; new records longer
+    than batch_size are answered in runs cut at batch boundaries; records delivered again are taken the same
+    ways, from what the log read (max_bytes) only; max_records counts over the request's partitions.
+
+    Records delivered again here lie in runs that were acquired one log batch at a time, or are taken with
+    record_limit: Kafka rounds them up to the end of the run they were first acquired in, kbroker to the end
+    of their log batch (docs/kafka-differences.md)."""
+    topic, group, member = f"{PREFIX}-limits", f"{PREFIX}-limits-group", "diff-share-member-l-aaaaaa"
+    create_topics(side, 7, (topic, 2, 1), record=False)
+    wait_serving(side, topic, 2)
+    topic_id = metadata(side, 12, [topic], record=False).topics[0].topic_id
+    for size in (3, 3, 2, 10):  # partition 0: offsets 0-2, 3-5, 6-7, 8-17
+        produce(side, 9, topic, 0, values(*[b"r"] * size))
+    for size in (5, 5):  # partition 1: 0-4, 5-9
+        produce(side, 9, topic, 1, values(*[b"s"] * size))
+    earliest(side, group)
+    wait_coordinator(side, group, 0)
+    joined = heartbeat(side, group, member, 0, [topic])
+    wait_assigned(side, group, member, joined.member_epoch, 2)
+    share_fetch(side, 1, group, member, 0, topic_id, max_records=4, max_wait_ms=5000)  # 0-5: two batches
+    share_fetch(side, 1, group, member, 1, topic_id, max_records=10, batch_size=2)  # 6-7 and 8-17
+    share_acknowledge(side, 1, group, member, 2, topic_id, {0: [(0, 17, [RELEASE])]})
+    share_fetch(side, 2, group, member, 3, topic_id, max_records=2, acquire_mode=1)  # 0-1, delivered twice
+    share_fetch(side, 2, group, member, 4, topic_id, max_records=4, acquire_mode=1)  # 2-5
+    share_fetch(side, 2, group, member, 5, topic_id, max_records=1)  # 6-7
+    share_fetch(side, 2, group, member, 6, topic_id, max_records=1, acquire_mode=0)  # 8-17
+    share_acknowledge(side, 2, group, member, 7, topic_id, {0: [
+        (0, 2, [RELEASE]), (3, 5, [ACCEPT]), (6, 7, [RELEASE]), (8, 17, [ACCEPT])]})
+    share_fetch(side, 2, group, member, 8, topic_id, max_records=100, max_bytes=1)  # 0-2: one batch read
+    share_fetch(side, 2, group, member, 9, topic_id, max_records=100)  # 6-7
+    share_acknowledge(side, 2, group, member, 10, topic_id, {0: [(0, 2, [ACCEPT]), (6, 7, [ACCEPT])]})
+    share_fetch(side, 2, group, member, 11, topic_id, partitions=(0, 1), max_records=4)  # partition 1: 0-4
+    share_fetch(side, 2, group, member, 12, topic_id, partitions=(0, 1), max_records=4, acquire_mode=1)  # 5-8
+    heartbeat(side, group, member, -1)
 
 
 def consumer_groups(side: Side, topic: str) -> tuple[str, str]:
@@ -385,5 +423,5 @@ def share_group_offsets_session(side: Side) -> None:
     leave_consumer_group(side, consumer)
 
 
-SESSIONS = [share_group_heartbeat_session, share_fetch_session, share_group_describe_session,
-            share_group_offsets_session]
+SESSIONS = [share_group_heartbeat_session, share_fetch_session, share_fetch_limits_session,
+            share_group_describe_session, share_group_offsets_session]

@@ -30,6 +30,7 @@ ShareFetchResponse = API_BY_NAME["ShareFetch"].response_class
 TopicResponse = ShareFetchResponse.ShareFetchableTopicResponse
 PartitionData = TopicResponse.PartitionData
 ACCEPTED = Acknowledged(ErrorCode.NONE)  # a partition with no acknowledgements in the request
+_RECORD_LIMIT = 1  # ShareAcquireMode record_limit
 
 
 @handlers.handles("ShareFetch", 1, 2)
@@ -91,17 +92,20 @@ async def _acquire(broker, request, group_id: str, member_id: str, found, keys) 
     deadline = time.monotonic() + max(0, request.max_wait_ms) / 1000
     ready = [found.partitions[key] for key in keys if found.partitions[key].share_partition is not None]
     max_records = request.max_records if request.max_records > 0 else request.batch_size
+    # ShareAcquireMode (v2, KIP-1206): 0 batch_optimized, the default, rounds max_records up to the end of a
+    # batch (kbroker/share/partition.py); 1 record_limit takes exactly max_records
+    whole_batches = request.share_acquire_mode != _RECORD_LIMIT
     while True:
         fetched, remaining_records, remaining_bytes = {}, max(1, max_records), max(1, request.max_bytes)
         for named in ready:
             if remaining_records <= 0 or remaining_bytes <= 0:
                 break
             taken = manager.acquire(group_id, named.share_partition, named.replica, member_id, remaining_records,
-                                    remaining_bytes)
+                                    remaining_bytes, whole_batches=whole_batches, batch_size=request.batch_size)
             if taken.acquired:
                 fetched[(named.topic_id, named.index)] = taken
                 remaining_records -= sum(run.last_offset - run.first_offset + 1 for run in taken.acquired)
-                remaining_bytes -= len(taken.records)
+                remaining_bytes -= taken.size
         remaining = deadline - time.monotonic()
         if fetched or remaining <= 0 or not ready:
             return fetched

@@ -45,8 +45,6 @@ async def handle(broker, context, request):
         return _refused(error.error_code, str(error))
     if not await shell.wait_applied(request.group_id, effects):
         return _refused(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    if response.error_code == ErrorCode.NONE and request.member_epoch == -1:
-        broker.share_partitions.member_left(request.group_id, request.member_id)
     return response
 
 

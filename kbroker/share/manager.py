@@ -13,7 +13,8 @@ coordinator keeps what the last write says of the start offset), from this manag
 that hangs up cannot leave a change pending forever; the caller waits for the outcome.
 
 The manager also keeps time for the share-partitions: acquisition locks that run out are released (and
-written), and members that leave have their records released. When records become available again, or new
+written), and a member's records are released when its share session ends (its final request, or its
+connection closing; leaving its group is not enough, as in Kafka). When records become available again, or new
 ones arrive, share fetches waiting for records look again (:meth:`SharePartitionManager.wake_on`).
 """
 
@@ -30,6 +31,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from kbroker.log.clock import SYSTEM_CLOCK, Clock
+from kbroker.log.segment import FileRegion
 from kbroker.share.persisted import UNINITIALIZED_START_OFFSET, answer_for_write_error
 from kbroker.wire.errors import ErrorCode
 from kbroker.wire.records import iter_batches
@@ -49,11 +51,15 @@ _ACQUIRE_READ_BYTES = 1 << 20  # the most of a partition's log one share fetch r
 
 @dataclass
 class Acquired:
-    """What one share fetch took from one share-partition: the records' bytes (whole batches covering the
-    acquired offsets) and the offsets acquired."""
+    """What one share fetch took from one share-partition: the records (whole batches covering the acquired
+    offsets: a region of the log, sent with sendfile as Fetch sends it, or no bytes) and the offsets acquired."""
 
-    records: bytes
+    records: FileRegion | bytes
     acquired: list[AcquiredRecords]
+
+    @property
+    def size(self) -> int:
+        return len(self.records) if isinstance(self.records, bytes) else self.records.length
 
 
 class _Entry:
@@ -206,13 +212,21 @@ class SharePartitionManager:
     # -- acquiring ----------------------------------------------------------------------------------------------
 
     def acquire(self, group_id: str, share_partition: SharePartition, replica, member_id: str, max_records: int,
-                max_bytes: int) -> Acquired:
+                max_bytes: int, *, whole_batches: bool = False, batch_size: int = 0) -> Acquired:
         """Acquire up to ``max_records`` records for ``member_id`` from what the log holds below the high
-        watermark (the last stable offset under read_committed), reading at most about ``max_bytes``."""
+        watermark (the last stable offset under read_committed), reading at most about ``max_bytes``;
+        ``whole_batches`` and ``batch_size`` as :meth:`SharePartition.acquire` takes them."""
+        from kbroker.config.group_configs import group_config
+
         log = replica.log
         if log.log_start_offset > share_partition.start_offset:
             share_partition.move_start_offset(log.log_start_offset)  # retention or DeleteRecords moved it
-        read_committed = self.isolation_level(group_id) == _READ_COMMITTED
+        settings = group_config(self.broker.image, self.broker.config, group_id)
+        if share_partition.config.record_lock_duration_ms != settings.share_record_lock_duration_ms:
+            # Kafka reads the group's lock duration at every acquisition: a change counts from the next one
+            share_partition.config = dataclasses.replace(
+                share_partition.config, record_lock_duration_ms=settings.share_record_lock_duration_ms)
+        read_committed = settings.share_isolation_level == _READ_COMMITTED
         upper_bound = replica.last_stable_offset if read_committed else replica.high_watermark
         offset = share_partition.next_fetch_offset()
         if offset >= upper_bound or max_records <= 0:
@@ -235,14 +249,16 @@ class SharePartitionManager:
         if not batches:
             return Acquired(b"", [])
         now = self.clock.wall_ms()
-        acquired = share_partition.acquire(member_id, max_records, batches, now, aborted=skipped)
+        acquired = share_partition.acquire(member_id, max_records, batches, now, aborted=skipped,
+                                           whole_batches=whole_batches, batch_size=batch_size)
         if not acquired:
             return Acquired(b"", [])
         # The log from the first batch holding an acquired offset to the end of the last one goes out, batches
         # between included, as Kafka slices it (ShareFetchUtils): the client delivers the acquired offsets only.
-        holding = [(start, end) for start, end, (first, last) in positions
-                   if any(run.first_offset <= last and first <= run.last_offset for run in acquired)]
-        return Acquired(data[holding[0][0]:holding[-1][1]], acquired)
+        lowest, highest = min(run.first_offset for run in acquired), max(run.last_offset for run in acquired)
+        holding = [(start, end) for start, end, (first, last) in positions if lowest <= last and first <= highest]
+        start, end = holding[0][0], holding[-1][1]
+        return Acquired(FileRegion(region.segment, region.position + start, end - start), acquired)
 
     # -- acknowledging and releasing ---------------------------------------------------------------------------
 
@@ -286,16 +302,6 @@ class SharePartitionManager:
         if closed.last_in_group:
             for entry in [entry for key, entry in self._entries.items() if key[0] == closed.group_id]:
                 self._drop(entry)
-
-    def member_left(self, group_id: str, member_id: str) -> None:
-        """The member left its share group (or its session there ran out): its session here ends and its
-        records are released."""
-        self.sessions.member_left(group_id, member_id)
-        for entry in list(self._entries.values()):
-            if entry.key[0] == group_id and entry.partition is not None:
-                write = entry.partition.release_member(member_id)
-                if write is not None:
-                    self._write_soon(entry, write)
 
     def release_session(self, group_id: str, member_id: str, partitions) -> None:
         """A member's share session on this broker closed: its records of those share-partitions are released."""

@@ -12,7 +12,8 @@ acquired only while the window holds fewer than ``group.share.partition.max.reco
 
 Transitions (Kafka's):
 - acquire: AVAILABLE -> ACQUIRED (released or timed-out records first, then new ones), delivery count + 1,
-  lock deadline ``now + group.share.record.lock.duration.ms``;
+  lock deadline ``now + config.record_lock_duration_ms`` (the group's share.record.lock.duration.ms, which
+  the shell sets in ``config`` before each acquisition, as Kafka reads it at each);
 - acknowledge by the member holding the records: accept -> ACKNOWLEDGED; release -> AVAILABLE, or ARCHIVED
   once the delivery count reached ``group.share.delivery.count.limit``; reject and gap -> ARCHIVED. Any
   record not ACQUIRED by that member (or whose lock has run out) refuses the whole call INVALID_RECORD_STATE;
@@ -45,8 +46,8 @@ with the delivery count last written) and facts read from the log, which a new l
 ``SharePartition.from_state`` resumes from what ReadShareGroupState returns.
 
 Where this differs from Kafka, deliberately: an expired lock waits for its write like every other change
-(Kafka releases at once and writes best effort); acquisition honours ``max_records`` exactly (Kafka's
-default rounds up to the end of a fetched batch; its ``record_limit`` mode is exact); offsets between
+(Kafka releases at once and writes best effort); records delivered again round ``max_records`` up to the
+end of their log batch (Kafka's, to the end of the run they were first acquired in); offsets between
 fetched batches are archived rather than handed to the client to acknowledge as gaps; records acquired when
 their leader goes are resumed as released, so at the delivery count limit they are archived, not delivered
 once more.
@@ -150,6 +151,7 @@ def validate_acknowledgement_batches(batches: Sequence[AcknowledgementBatch]) ->
 
 # One change of a write: records first..last become state with delivery count.
 _Change = tuple[int, int, RecordState, int]
+_NO_BOUND = 1 << 63  # past every offset
 
 
 class SharePartition:
@@ -260,21 +262,51 @@ class SharePartition:
     # -- acquisition -------------------------------------------------------------------------
 
     def acquire(self, member_id: str, max_records: int, fetched_batches: Sequence[tuple[int, int]], now_ms: int, *,
-                aborted: Sequence[tuple[int, int]] = ()) -> list[AcquiredRecords]:
+                aborted: Sequence[tuple[int, int]] = (), whole_batches: bool = False,
+                batch_size: int = 0) -> list[AcquiredRecords]:
         """Acquires up to ``max_records`` for ``member_id``: records available again first (their bytes are read
-        from :meth:`next_fetch_offset`), then new ones from ``fetched_batches``, the (base offset, last offset)
-        of the batches the log returned, ascending; what they hold below the end offset is in flight already.
+        from :meth:`next_fetch_offset`; none past the last of ``fetched_batches``, when given, as their bytes
+        were not read), then new ones from ``fetched_batches``, the (base offset, last offset) of the batches
+        the log returned, ascending; what they hold below the end offset is in flight already.
         ``aborted``: (first, last) offsets of aborted transactions' records (read_committed), archived and
-        never delivered. Returns the acquired offsets in order, runs sharing a delivery count joined."""
+        never delivered.
+
+        ``whole_batches`` is ShareFetch's batch_optimized acquire mode (Kafka's default, and all that v1 knows):
+        ``max_records`` is checked at batch ends, so the fetched batch holding the record that reaches it is
+        acquired to its end, its available and new records alike; without it (record_limit) ``max_records`` is
+        exact. New records longer than ``batch_size`` (when positive) are answered in runs cut where a fetched
+        batch begins ``batch_size`` or more past the run's start (Kafka's SharePartition.createBatches).
+
+        Returns the acquired offsets in order: records available again with runs sharing a delivery count
+        joined, then the new ones."""
         batches = _checked_batches(fetched_batches)
         aborted_ranges = _union(aborted)
         if self.fenced or max_records <= 0:
             return []
         lock_deadline_ms = now_ms + self.config.record_lock_duration_ms
+        read_up_to = batches[-1][1] if batches else _NO_BOUND
+        again = self._acquire_available(member_id, max_records, read_up_to, aborted_ranges, lock_deadline_ms)
+        remaining = max_records - _record_count(again)
+        new = self._acquire_new(batches, aborted_ranges, member_id, remaining, lock_deadline_ms)
+        remaining -= _record_count(new)
+        if whole_batches and remaining <= 0:
+            last_offset = (new or again)[-1].last_offset
+            batch_end = _batch_end(batches, last_offset)
+            if batch_end > last_offset:  # the rest of the batch that reached max_records
+                again += self._acquire_available(member_id, batch_end - last_offset, batch_end, aborted_ranges,
+                                                 lock_deadline_ms)
+                new += self._acquire_new(batches, aborted_ranges, member_id, batch_end - last_offset,
+                                         lock_deadline_ms, up_to=batch_end)
+        self._advance_start()
+        return _joined(again) + _in_runs(_joined(new), batches, batch_size)
+
+    def _acquire_available(self, member_id: str, max_records: int, up_to: int, aborted_ranges: list[tuple[int, int]],
+                           lock_deadline_ms: int) -> list[AcquiredRecords]:
+        """Records available again, up to ``max_records`` of them, none past offset ``up_to``."""
         acquired: list[AcquiredRecords] = []
         remaining = max_records
-        available = [(in_flight.first_offset, in_flight.last_offset) for in_flight in self._records
-                     if in_flight.state is RecordState.AVAILABLE]
+        available = [(in_flight.first_offset, min(in_flight.last_offset, up_to)) for in_flight in self._records
+                     if in_flight.state is RecordState.AVAILABLE and in_flight.first_offset <= up_to]
         for first_offset, last_offset in available:
             if remaining == 0:
                 break
@@ -287,9 +319,7 @@ class SharePartition:
                 piece_last = min(piece_last, piece_first + remaining - 1)
                 remaining -= piece_last - piece_first + 1
                 acquired.extend(self._acquire_in_flight(piece_first, piece_last, member_id, lock_deadline_ms))
-        acquired.extend(self._acquire_new(batches, aborted_ranges, member_id, remaining, lock_deadline_ms))
-        self._advance_start()
-        return _joined(acquired)
+        return acquired
 
     def _acquire_in_flight(self, first_offset: int, last_offset: int, member_id: str,
                            lock_deadline_ms: int) -> list[AcquiredRecords]:
@@ -306,14 +336,16 @@ class SharePartition:
         return acquired
 
     def _acquire_new(self, batches: list[tuple[int, int]], aborted_ranges: list[tuple[int, int]], member_id: str,
-                     remaining: int, lock_deadline_ms: int) -> list[AcquiredRecords]:
-        """Records past the end offset join the window, within ``remaining`` and the record lock limit."""
+                     remaining: int, lock_deadline_ms: int, *, up_to: int = _NO_BOUND) -> list[AcquiredRecords]:
+        """Records past the end offset join the window, within ``remaining``, the record lock limit and offset
+        ``up_to``."""
         records = self._records
         capacity = self.config.max_record_locks - records.record_count
         acquired = []
         for base_offset, last_offset in batches:
-            if remaining <= 0 or capacity <= 0:
+            if remaining <= 0 or capacity <= 0 or base_offset > up_to:
                 break
+            last_offset = min(last_offset, up_to)
             if last_offset < records.end_offset:
                 continue
             if base_offset > records.end_offset:  # no record there: compacted away, or between batches
@@ -501,6 +533,35 @@ class SharePartition:
         unfinished = next((in_flight.first_offset for in_flight in self._records if not in_flight.state.is_terminal),
                           self._records.end_offset)
         self._records.drop_below(unfinished)
+
+
+def _record_count(acquired: list[AcquiredRecords]) -> int:
+    return sum(records.last_offset - records.first_offset + 1 for records in acquired)
+
+
+def _batch_end(batches: list[tuple[int, int]], offset: int) -> int:
+    """The last offset of the fetched batch holding ``offset`` (``offset`` itself when none does)."""
+    index = bisect.bisect_right(batches, (offset, _NO_BOUND)) - 1
+    return batches[index][1] if index >= 0 and batches[index][1] >= offset else offset
+
+
+def _in_runs(acquired: list[AcquiredRecords], batches: list[tuple[int, int]], batch_size: int) -> list[AcquiredRecords]:
+    """``acquired`` (new records) with each run longer than ``batch_size`` cut before every fetched batch that
+    begins ``batch_size`` or more past the start of the piece it would end (Kafka's createBatches)."""
+    if batch_size <= 0:
+        return acquired
+    runs = []
+    for records in acquired:
+        first_offset = records.first_offset
+        if records.last_offset - first_offset + 1 > batch_size:
+            for base_offset, _ in batches[bisect.bisect_right(batches, (first_offset, _NO_BOUND)):]:
+                if base_offset > records.last_offset:
+                    break
+                if base_offset - first_offset >= batch_size:
+                    runs.append(AcquiredRecords(first_offset, base_offset - 1, records.delivery_count))
+                    first_offset = base_offset
+        runs.append(AcquiredRecords(first_offset, records.last_offset, records.delivery_count))
+    return runs
 
 
 def _checked_batches(batches: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:

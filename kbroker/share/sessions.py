@@ -41,7 +41,7 @@ session's partitions do not change.
 
 Sessions also end when the connection that opened them closes (Kafka's connectionDisconnectListener, which
 then treats the member as gone from this broker: its acquired records on the session's partitions are
-released), and, here, when the member leaves its group (:meth:`ShareSessionCache.member_left`). When the
+released). A member that leaves its group keeps its session: the client closes it after leaving. When the
 last session of a group on this broker ends, Kafka drops the group's share-partitions here (onGroupEmpty,
 checked at a disconnect); :attr:`ClosedSession.last_in_group` says when, and the shell may do the same once
 the closing request's acknowledgements and releases are done.
@@ -54,8 +54,6 @@ Where this differs from Kafka, deliberately:
   connection (the last opened on it) and, since KAFKA-19950 (#21062), only while that session has been
   neither closed nor replaced; here a session replaced from another connection is likewise safe from the
   old connection's close, and a connection that opened sessions for two members closes both.
-- :meth:`ShareSessionCache.member_left` has no Kafka counterpart: Kafka's brokers do not hear of a member
-  leaving its group, whose records wait for their locks to run out.
 - A partition whose topic id was unknown when it joined learns its name when a later request names it again
   with metadata that knows it (Kafka keeps the null name, and answers UNKNOWN_TOPIC_ID, until the session is
   opened again). A partition named twice in an opening request joins once (Kafka fails the request).
@@ -354,11 +352,6 @@ class ShareSessionCache:
         return SessionResponse(ErrorCode.NONE, tuple(carried))
 
     # -- sessions ending otherwise ----------------------------------------------------------
-
-    def member_left(self, group_id: str, member_id: str) -> ClosedSession | None:
-        """The member left its group, or its group session ran out: its session here ends."""
-        session = self._sessions.get((group_id, member_id))
-        return self._remove(session) if session is not None else None
 
     def connection_closed(self, connection_id: str) -> list[ClosedSession]:
         """The client connection closed: every session it opened that is still open ends."""

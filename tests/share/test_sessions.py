@@ -226,16 +226,6 @@ def test_a_final_acknowledgement_closes_the_session(cache):
 # -- sessions ending otherwise ----------------------------------------------------------------
 
 
-def test_a_member_leaving_its_group_ends_its_session(cache):
-    fetch(cache, "a", INITIAL_EPOCH, [FOO0])
-    fetch(cache, "a", INITIAL_EPOCH, [BAR0], group="h")
-    closed = cache.member_left("g", "a")
-    assert (closed.group_id, closed.member_id, closed.partitions, closed.last_in_group) == ("g", "a", (FOO0,), True)
-    assert cache.member_left("g", "a") is None
-    assert held(cache, "a", group="h") == [BAR0]  # the member of another group is another member
-    assert fetch(cache, "a", 1).error_code == NOT_FOUND
-
-
 def test_a_closing_connection_ends_the_sessions_it_opened(cache):
     fetch(cache, "a", INITIAL_EPOCH, [FOO0], connection="c1")
     fetch(cache, "b", INITIAL_EPOCH, [FOO1], connection="c1")
@@ -404,14 +394,6 @@ class ShareSessionMachine(RuleBasedStateMachine):
         assert (closed.group_id, closed.member_id) == key
         assert list(closed.partitions) == list(session.partitions), "the records to release are the session's"
         assert closed.last_in_group == (not any(group == key[0] for group, _ in self.live))
-
-    @rule(key=st.sampled_from(MEMBERS))
-    def member_leaves(self, key) -> None:
-        closed = self.cache.member_left(*key)
-        if key in self.live:
-            self._closed(closed, key)
-        else:
-            assert closed is None
 
     @rule(connection=st.sampled_from(CONNECTIONS))
     def connection_closes(self, connection) -> None:
