@@ -63,9 +63,7 @@ async def reset(broker) -> None:
     A request the test before left on its way (a consumer's FindCoordinator creating ``__consumer_offsets``
     in the background) may make something again just after it was deleted: the reset goes round again
     for it, up to ``_ROUNDS`` times."""
-    faults = getattr(broker, "faults", None)
-    if faults is not None:
-        faults.clear()
+    broker.faults.clear()
     for _ in range(_ROUNDS):
         before = broker.image
         requests = _requests(before)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from kbroker.log.clock import FakeClock
 from kbroker.share.partition import SharePartition, SharePartitionConfig, validate_acknowledgement_batches
 from kbroker.share.partition import AcknowledgementBatch as Batch
 from kbroker.wire.errors import ErrorCode
@@ -12,16 +11,6 @@ from tests.share.partition_calls import (ACCEPT, CONFIG, GAP, LOCK_MS, REJECT, R
                                          acquired, durable, states)
 
 NONE, INVALID_RECORD_STATE, INVALID_REQUEST = ErrorCode.NONE, ErrorCode.INVALID_RECORD_STATE, ErrorCode.INVALID_REQUEST
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture
-def partition() -> SharePartition:
-    return SharePartition(CONFIG, 0)
 
 
 # -- acquisition --------------------------------------------------------------------------------

@@ -8,7 +8,6 @@ The expected answers are Kafka 4.4's, measured over the wire on batches of 3, 3,
 
 from __future__ import annotations
 
-import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -17,16 +16,6 @@ from kbroker.share.partition import SharePartition, SharePartitionConfig
 from tests.share.partition_calls import CONFIG, RELEASE, acknowledged, acquired, states
 
 BATCHES = [(0, 2), (3, 5), (6, 7), (8, 17)]
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture
-def partition() -> SharePartition:
-    return SharePartition(CONFIG, 0)
 
 
 def test_batch_optimized_acquisition_takes_the_batch_that_reaches_max_records_whole(partition, clock):
