@@ -7,7 +7,11 @@ Writes ``--tests`` pytest tests to a temporary directory, each creating a topic 
 record to it with confluent-kafka and consuming it back, and runs them with ``python -m pytest`` once per
 variant and round, the variants alternating so that drift in the machine falls on all alike:
 
-- ``kbroker``: a fresh broker per test (the plugin's per-test fixture);
+- ``kbroker``: a fresh broker per test (the plugin's per-test fixture: from two broker hosts in turn,
+  kbroker/testing/broker_host.py);
+- ``in-process pool``: a fresh broker per test in the test's own process, started ahead of it in a
+  thread (kbroker.testing.in_process_broker.BrokerPool: what the ``kbroker`` fixture was before its
+  brokers moved to broker hosts);
 - ``kbroker_session``: one broker shared by the session;
 - ``kbroker_clean``: the shared broker, emptied after each test (kbroker/testing/reset.py);
 - ``running_broker per test``: a fixture of the user's own around ``running_broker()``, as the plugin's
@@ -43,7 +47,7 @@ from pathlib import Path
 
 TARGET_MS = 5
 _TIMEOUT_S = 600
-VARIANTS = ("kbroker", "kbroker_session", "kbroker_clean", "running_broker per test", "external process")
+VARIANTS = ("kbroker", "in-process pool", "kbroker_session", "kbroker_clean", "running_broker per test", "external process")
 
 CONFTEST = textwrap.dedent('''
     """Times each test (setup to teardown) and gives the tests the variant's broker as ``broker``."""
@@ -82,6 +86,21 @@ CONFTEST = textwrap.dedent('''
         def broker():
             with running_broker() as running:
                 yield running
+    elif VARIANT == "in-process pool":
+        from kbroker.testing import FIXTURE_SETTINGS
+        from kbroker.testing.in_process_broker import BrokerPool
+
+        @pytest.fixture(scope="session")
+        def pool():
+            pool = BrokerPool(settings=FIXTURE_SETTINGS)
+            yield pool
+            pool.close()
+
+        @pytest.fixture
+        def broker(pool):
+            running = pool.take()
+            yield running
+            pool.give_back(running)
     elif VARIANT == "external process":
         from kbroker.testing.topic_creation import CreatesTopics
 
@@ -171,7 +190,7 @@ def measure_tests(args) -> None:
               f"{statistics.median(figures['setup']):6.2f} ms {statistics.median(figures['teardown']):6.2f} ms "
               f"{over:>21} {statistics.median(figures['run']):15.2f} ms")
     if reference is not None:
-        for variant in ("kbroker", "kbroker_clean"):
+        for variant in ("kbroker", "in-process pool", "kbroker_clean"):
             if variant in medians:
                 added = statistics.median(medians[variant]["ms"]) - reference
                 verdict = "within" if added <= TARGET_MS else "over"

@@ -39,7 +39,8 @@ class LogPreparer:
         self._stopping = False
         self.made = 0  # directories made so far (a count for tests and benchmarks)
         self._thread_count = threads
-        self._threads: list[threading.Thread] = []  # started with the first directory submitted
+        self._threads: list[threading.Thread] = []  # started as directories wait, up to ``threads``
+        self._idle = 0  # threads waiting for a directory
 
     def submit(self, directory: str, topic_id: uuid.UUID | None) -> None:
         """Have ``directory`` made, with the first segment's file and ``partition.metadata`` naming
@@ -49,11 +50,13 @@ class LogPreparer:
                 return
             self._queued[directory] = topic_id
             self._lock.notify()
-            if not self._threads:
-                self._threads = [threading.Thread(target=self._work, name=f"kbroker-log-preparer-{index}",
-                                                  daemon=True) for index in range(self._thread_count)]
-                for thread in self._threads:
-                    thread.start()
+            if len(self._queued) > self._idle and len(self._threads) < self._thread_count:
+                # one more worker for a directory no idle one will take: a topic of one partition starts
+                # one thread (a broker's first topic paid for four), a burst of partitions up to four
+                thread = threading.Thread(target=self._work, name=f"kbroker-log-preparer-{len(self._threads)}",
+                                          daemon=True)
+                self._threads.append(thread)
+                thread.start()
 
     def claim(self, directory: str) -> bool:
         """Before the owner touches ``directory``: True if a worker made it (its first segment file and
@@ -93,7 +96,9 @@ class LogPreparer:
         while True:
             with self._lock:
                 while not self._queued and not self._stopping:
+                    self._idle += 1
                     self._lock.wait()
+                    self._idle -= 1
                 if self._stopping:
                     return
                 directory, topic_id = self._queued.popitem(last=False)

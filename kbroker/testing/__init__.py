@@ -4,10 +4,10 @@
         kbroker.create_topic("orders", partitions=3)
         producer = confluent_kafka.Producer({"bootstrap.servers": kbroker.bootstrap})
 
-Fixtures: ``kbroker`` gives each test its own broker and data directory (started while the test
-before ran, so a test hardly waits for it); ``kbroker_clean`` shares one broker across the session
-and empties it after each test (``reset()``), for tests that want a fresh broker's view at a lower
-cost; ``kbroker_session`` shares one across the session as it is. Outside fixtures,
+Fixtures: ``kbroker`` gives each test its own broker and data directory (in a process of its own,
+started while the test before ran, so a test hardly waits for it); ``kbroker_clean`` shares one
+broker across the session and empties it after each test (``reset()``); ``kbroker_session`` shares
+one across the session as it is. Outside fixtures,
 ``running_broker(settings={...})`` is the same broker as a context manager, with any settings, and
 ``running_cluster(nodes=3)`` a replicated cluster of real processes.
 
@@ -50,20 +50,23 @@ def __getattr__(name: str):
 
 
 @pytest.fixture
-def kbroker(_kbroker_pool):
-    """A fresh broker for this test, in this process, with its own temporary data directory. Yields a
-    RunningBroker: .bootstrap ("host:port", for bootstrap.servers), .host, .port, .data_dir (its
-    log.dirs), .create_topic(name, partitions=1, config=None) (returns once every partition has a
-    leader; topics are also auto-created on first use), .schema_registry_url (the broker's schema
-    registry, Confluent's REST API, served from the first time it is asked), .faults, .advance_time(ms),
-    .records(topic) and other looks inside, .restart(), .reset(), and .broker, the broker itself. The
-    next test's broker is started while this one runs, and this one is stopped after it, so a test
-    waits for neither. Other settings: a fixture around
+def kbroker(_kbroker_hosts):
+    """A fresh broker for this test, with its own temporary data directory, on a free loopback port. It runs
+    in a process of its own (a broker host, kbroker/testing/broker_host.py), started while the test
+    before ran and stopped after this one, on another core: a test neither waits for it nor shares its
+    process or its GIL with it, and the broker (trio and all) is never imported into the test's process.
+    Yields a RemoteBroker (kbroker/testing/remote_broker.py): .bootstrap ("host:port", for
+    bootstrap.servers), .host, .port, .data_dir (its log.dirs), .create_topic(name, partitions=1,
+    config=None) (returns once every partition has a leader; topics are also auto-created on first use),
+    .schema_registry_url (the broker's schema registry, Confluent's REST API, served from the first time
+    it is asked), .faults, .advance_time(ms), .records(topic) and other looks inside, .restart() and
+    .reset(), each reaching the broker over HTTP. Other settings: a fixture around
     kbroker.testing.running_broker(settings={...}), as ``pytest --fixtures -v`` shows; a cluster too.
 
     - .faults: errors, delays, closed connections, moved coordinators, rebalances, fenced producers,
-      a full disk, on demand (kbroker/faults.py); they end with the test;
-    - .advance_time(ms): the broker's clock moved ahead, what falls due then done at once;
+      a full disk, on demand (kbroker/faults.py); a request fault comes back as a handle whose .fired,
+      .remaining and .active are read from the broker, and .cancel(); they end with the test;
+    - .advance_time(ms): the broker's clock moved ahead, what falls due meanwhile done at once;
     - .records(topic), .group(group_id), .committed_offsets(group_id), .transactions(), .schemas():
       what it holds, as plain Python values;
     - .restart(): stopped and started again on the same data directory and port (clients reconnect;
@@ -71,8 +74,10 @@ def kbroker(_kbroker_pool):
     - .reset(): emptied of every topic, group, committed offset, transaction, schema, ACL, client
       quota, SCRAM user and dynamic config, on the same port.
 
-    Its internal topics have one partition each (FIXTURE_SETTINGS). What a broker per test costs a
-    test, beside a shared one: bench/test_double_bench.py.
+    Not .broker, the Broker object itself: it is in another process; ``kbroker_session``,
+    ``kbroker_clean`` and ``running_broker()`` run theirs in the test's process and give it. Its
+    internal topics have one partition each (FIXTURE_SETTINGS). What a broker per test costs a test,
+    beside a shared one: bench/test_double_bench.py.
 
     A broker with settings of its own (Kafka's names), as a fixture you write::
 
@@ -91,11 +96,11 @@ def kbroker(_kbroker_pool):
             with running_cluster(nodes=3) as cluster:
                 yield cluster
     """
-    running = _kbroker_pool.take()
+    broker = _kbroker_hosts.take()
     try:
-        yield running
+        yield broker
     finally:
-        _kbroker_pool.give_back(running)
+        _kbroker_hosts.give_back(broker)
 
 
 @pytest.fixture
@@ -103,8 +108,8 @@ def kbroker_clean(_kbroker_clean_session):
     """A broker shared by every test that asks for it, emptied after each one: the test finds no
     topic, group, committed offset, transaction, schema, ACL, client quota, SCRAM user or dynamic
     config that an earlier one left, and no fault still set, on the same port as the test before
-    (RunningBroker.reset(), kbroker/testing/reset.py, in a few milliseconds). Yields a RunningBroker
-    like ``kbroker``. Close the clients a test opens (or give them fixtures that close them): one
+    (RunningBroker.reset(), kbroker/testing/reset.py, in a few milliseconds). Yields a RunningBroker,
+    in the test's process: ``kbroker``'s members, and .broker, the Broker itself. Close the clients a test opens (or give them fixtures that close them): one
     left running into the next test goes on using the broker, and a consumer rejoining its group
     makes that group again. Kept apart from ``kbroker_session``'s broker, whose contents are kept.
     """
@@ -134,16 +139,17 @@ def kbroker_session():
 
 
 @pytest.fixture(scope="session")
-def _kbroker_pool():
-    """The ``kbroker`` fixture's brokers: the next test's started ahead, the last one's stopped behind
-    (kbroker.testing.in_process_broker.BrokerPool)."""
-    from kbroker.testing.in_process_broker import BrokerPool
+def _kbroker_hosts():
+    """The ``kbroker`` fixture's brokers: two broker host processes, started at the first test that asks for
+    a broker and stopped at the session's end (and by themselves if this process dies); each test's broker
+    comes from them in turn (kbroker.testing.remote_broker.BrokerHosts)."""
+    from kbroker.testing.remote_broker import BrokerHosts
 
-    pool = BrokerPool(settings=FIXTURE_SETTINGS)
+    hosts = BrokerHosts(settings=FIXTURE_SETTINGS)
     try:
-        yield pool
+        yield hosts
     finally:
-        pool.close()
+        hosts.close()
 
 
 @pytest.fixture(scope="session")

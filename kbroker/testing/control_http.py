@@ -528,10 +528,12 @@ class _Server(ThreadingHTTPServer):
 
 
 class ControlServer:
-    """The control API of ``running`` on a free port of ``host``, served by a thread until ``close``."""
+    """The control API of ``running`` on a free port of ``host``, served by a thread until ``close``. Another
+    set of routes in its place with ``api``: anything with ControlApi's ``answer`` (the broker host's,
+    kbroker/testing/broker_host.py, which serves many brokers' routes under /brokers/{id})."""
 
-    def __init__(self, running, host: str = "127.0.0.1", port: int = 0) -> None:
-        handler = type("ControlHandler", (_Handler,), {"api": ControlApi(running)})
+    def __init__(self, running=None, host: str = "127.0.0.1", port: int = 0, *, api=None) -> None:
+        handler = type("ControlHandler", (_Handler,), {"api": api if api is not None else ControlApi(running)})
         self._server = _Server((host, port), handler)
         self.host, self.port = self._server.server_address[:2]
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},

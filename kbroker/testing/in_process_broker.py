@@ -4,9 +4,9 @@ The pytest plugin's fixtures (kbroker/testing/__init__.py) import this module on
 for a broker: it brings in trio and the whole broker.
 
 Each broker is built and run in a thread of its own (``_BrokerThread``), so that one can be started
-while the caller does something else, and stopped without waiting: the ``kbroker`` fixture's
-``BrokerPool`` starts the next test's broker while a test runs and stops the last one behind it
-(bench/test_double_bench.py measures what that saves).
+while the caller does something else, and stopped without waiting: ``BrokerPool`` starts the next
+broker before it is asked for and stops the last one behind it (the broker host's, for the ``kbroker``
+fixture: kbroker/testing/broker_host.py).
 """
 
 from __future__ import annotations
@@ -287,25 +287,33 @@ class _BrokerThread:
 
 
 class BrokerPool:
-    """Brokers for the ``kbroker`` fixture, one per test, without the test waiting for them: ``take()``
-    gives the broker started while the test before ran (or starts one) and starts the next test's in
-    the background; ``give_back()`` stops a test's broker without waiting for it; ``close()`` stops the
-    spare and waits for every stop (bounded). ``settings`` as :func:`running_broker` takes them."""
+    """Brokers one at a time, each started before it is asked for: the first at ``start_ahead()``, the
+    next when the last is given back. ``take()`` gives the broker started ahead (or starts one and waits
+    for it); ``give_back()`` stops a broker without waiting for it and starts the next; ``close()`` stops
+    the spare and waits for every stop (bounded). ``settings`` as :func:`running_broker` takes them.
+
+    The broker host (kbroker/testing/broker_host.py) keeps one: the next test's broker starts while the
+    other host's broker serves the test, so that its start never competes with a broker in use here."""
 
     def __init__(self, settings: dict | None = None) -> None:
         self.settings = settings
         self._spare: _BrokerThread | None = None
         self._stopping: list[RunningBroker] = []
 
+    def start_ahead(self) -> None:
+        """Start the next broker now, if none is started yet."""
+        if self._spare is None:
+            self._spare = start_broker(settings=self.settings)
+
     def take(self) -> RunningBroker:
         starting, self._spare = self._spare, None
-        running = (starting or start_broker(settings=self.settings)).running()
-        self._spare = start_broker(settings=self.settings)
-        return running
+        return (starting or start_broker(settings=self.settings)).running()
 
-    def give_back(self, running: RunningBroker) -> None:
+    def give_back(self, running: RunningBroker, *, start_next: bool = True) -> None:
         running.stop(wait=False)
         self._stopping = [stopping for stopping in self._stopping if not stopping.stopped] + [running]
+        if start_next:
+            self.start_ahead()
 
     def close(self) -> None:
         if self._spare is not None:

@@ -56,7 +56,7 @@ def test_a_pytest_run_imports_the_broker_only_for_a_test_that_asks(tmp_path):
             assert pytestconfig.pluginmanager.has_plugin("kbroker.testing")
             assert broker_modules() == set({sorted(LIGHT_MODULES)})
 
-        def test_with_the_fixture(kbroker):
+        def test_with_the_fixture(kbroker_session):
             assert "kbroker.broker" in broker_modules() and "trio" in broker_modules()
     """))
     environment = dict(os.environ, PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
@@ -79,10 +79,15 @@ def test_pytest_fixtures_documents_what_each_fixture_yields(tmp_path):
 
 # -- the fixtures and helpers, through a stock client ------------------------------------------------------
 
-def test_fixture_broker_answers_metadata(kbroker):
-    metadata = confluent_kafka.admin.AdminClient({"bootstrap.servers": kbroker.bootstrap}).list_topics(timeout=10)
-    assert [(b.host, b.port) for b in metadata.brokers.values()] == [(kbroker.host, kbroker.port)]
-    assert metadata.cluster_id == kbroker.broker.cluster_id
+@pytest.mark.parametrize("fixture", ["kbroker", "kbroker_session", "kbroker_clean"])
+def test_fixture_broker_answers_metadata(fixture, request):
+    broker = request.getfixturevalue(fixture)
+    metadata = confluent_kafka.admin.AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=10)
+    assert [(b.host, b.port) for b in metadata.brokers.values()] == [(broker.host, broker.port)]
+    if fixture == "kbroker":  # in another process: its cluster id is its own
+        assert metadata.cluster_id and metadata.cluster_id != request.getfixturevalue("kbroker_session").broker.cluster_id
+    else:
+        assert metadata.cluster_id == broker.broker.cluster_id
 
 
 def test_each_test_gets_its_own_data_directory(kbroker, kbroker_session):

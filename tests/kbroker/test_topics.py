@@ -106,7 +106,8 @@ def test_kafka_python_admin_creates_and_lists(kbroker):
         client.close()
 
 
-def test_explicit_replica_assignments(kbroker):
+def test_explicit_replica_assignments(kbroker_clean):
+    kbroker = kbroker_clean  # the broker in this process: its image shows the partitions
     import kafka.admin
 
     client = kafka.admin.KafkaAdminClient(bootstrap_servers=kbroker.bootstrap)
@@ -125,7 +126,8 @@ def test_explicit_replica_assignments(kbroker):
     assert len(kbroker.broker.image.topics["placed"].partitions) == 3
 
 
-def test_delete_topics_by_id(kbroker):
+def test_delete_topics_by_id(kbroker_clean):
+    kbroker = kbroker_clean  # the broker in this process: its image names the topic id
     client = admin.AdminClient({"bootstrap.servers": kbroker.bootstrap})
     assert create(client, admin.NewTopic("doomed")) == {"doomed": "ok"}
     topic_id = kbroker.broker.image.topics["doomed"].topic_id
