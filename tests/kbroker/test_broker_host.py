@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 import urllib.request
@@ -184,3 +185,26 @@ def _running(pid: int) -> bool:
             return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def test_a_host_runs_below_the_tests_priority_and_keeps_data_in_memory_backed_storage(kbroker):
+    from kbroker.testing.broker_host import NICENESS
+    from kbroker.testing.in_process_broker import memory_backed_directory
+
+    if not hasattr(os, "getpriority"):
+        pytest.skip("this platform has no process priorities (os.getpriority)")
+    assert os.getpriority(os.PRIO_PROCESS, kbroker.host_process.pid) == \
+        min(19, os.getpriority(os.PRIO_PROCESS, 0) + NICENESS)
+    assert os.path.dirname(kbroker.data_dir) == (memory_backed_directory() or tempfile.gettempdir())
+
+
+def test_memory_backed_storage_is_taken_only_with_room(monkeypatch):
+    from kbroker.testing import in_process_broker
+
+    monkeypatch.setattr(in_process_broker, "MEMORY_BACKED_ROOM", 1 << 62)  # more than any machine has
+    assert in_process_broker.memory_backed_directory() is None
+    monkeypatch.setattr(in_process_broker, "MEMORY_BACKED", "/no/such/directory")
+    monkeypatch.setattr(in_process_broker, "MEMORY_BACKED_ROOM", 0)
+    assert in_process_broker.memory_backed_directory() is None
+    with in_process_broker.running_broker() as running:  # the usual temporary directory then
+        assert os.path.dirname(running.data_dir) == tempfile.gettempdir()
