@@ -18,6 +18,7 @@ from kbroker.tools.client import KafkaError
 # What loading the plugin must not import: the packages of the broker and the event loop.
 BROKER_PACKAGES = {"trio", "wire", "log", "raft", "kbroker"}
 LIGHT_MODULES = {"kbroker", "kbroker.testing"}
+PLUGIN_MODULES = LIGHT_MODULES | {"kbroker.testing.fixtures"}  # the fixtures, imported where pytest is
 
 
 def run_python(code: str, **options) -> subprocess.CompletedProcess:
@@ -35,6 +36,7 @@ def test_importing_the_plugin_imports_no_broker():
     result = run_python("import sys, kbroker.testing; print(*sys.modules, sep='\\n')")
     assert result.returncode == 0, result.stderr
     assert {name for name in result.stdout.split() if name.split(".")[0] in BROKER_PACKAGES} == LIGHT_MODULES
+    assert "pytest" not in result.stdout.split()  # a broker host and ``kbroker test-broker`` start without it
 
 
 def test_the_old_imports_still_work_and_bring_the_broker_only_then():
@@ -54,7 +56,7 @@ def test_a_pytest_run_imports_the_broker_only_for_a_test_that_asks(tmp_path):
 
         def test_without_the_fixture(pytestconfig):
             assert pytestconfig.pluginmanager.has_plugin("kbroker.testing")
-            assert broker_modules() == set({sorted(LIGHT_MODULES)})
+            assert broker_modules() == set({sorted(PLUGIN_MODULES)})
 
         def test_with_the_fixture(kbroker_session):
             assert "kbroker.broker" in broker_modules() and "trio" in broker_modules()
