@@ -367,15 +367,16 @@ def test_test_double_bench():
     needs("test_double_bench.py", "confluent_kafka")
     output = run_bench("test_double_bench.py", "--tests", "3", "--rounds", "1", "--reset-samples", "3",
                        timeout_s=SLOW_TIMEOUT_S)
-    rows = lines_matching(output, rf"(kbroker|kbroker_session|kbroker_clean|running_broker per test|external process)"
-                                  rf"\s+({NUMBER}) ms \(({NUMBER})-({NUMBER})\)\s+({NUMBER}) ms\s+({NUMBER}) ms\s+"
-                                  rf"({NUMBER}) ms\s+({NUMBER}) ms", 5)
+    rows = lines_matching(output, rf"(kbroker|in-process pool|kbroker_session|kbroker_clean|running_broker per test|"
+                                  rf"external process)\s+({NUMBER}) ms \(({NUMBER})-({NUMBER})\)\s+({NUMBER}) ms\s+"
+                                  rf"({NUMBER}) ms\s+({NUMBER}) ms\s+({NUMBER}) ms", 6)
     for variant, median, low, high, setup, teardown, over, per_test in (row.groups() for row in rows):
         for figure, what in ((median, "median test"), (low, "min"), (high, "max"), (setup, "setup"),
                              (teardown, "teardown"), (per_test, "whole run / tests")):
             positive(figure, f"{variant}: {what}")
         finite(over, f"{variant}: over kbroker_session")  # a difference
-    for added in lines_matching(output, rf"(kbroker|kbroker_clean) adds ({NUMBER}) ms a test \((within|over) .*\)", 2):
+    for added in lines_matching(output, rf"(kbroker|in-process pool|kbroker_clean) adds ({NUMBER}) ms a test "
+                                        rf"\((within|over) .*\)", 3):
         finite(added[2], f"{added[1]} adds")
     broker = lines_matching(output, rf"(running_broker start|running_broker stop|reset, 5 topics)\s+({NUMBER}) ms\s+"
                                     rf"\(({NUMBER})-({NUMBER})\).*", 3)
