@@ -59,7 +59,7 @@ schemas: config http topics
 security: config effects
 share: config coordinator_records coordinator_runtime effects topics
 server: event_log handlers security
-testing: broker config faults listen schemas tools
+testing: broker config coordinator_records faults listen schemas tools
 tools: config security
 topics: metadata
 txn: controller coordinator_records coordinator_runtime effects group topics

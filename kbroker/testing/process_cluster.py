@@ -68,6 +68,25 @@ class RunningCluster(CreatesTopics):
     def bootstrap(self) -> str:
         return ",".join(node.bootstrap for node in self.nodes)
 
+    def move_leader(self, topic: str, partition: int, node_id: int, *, timeout_s: float = 30) -> int:
+        """Make node ``node_id`` the leader of ``topic``'s ``partition`` as an operator would (its replicas
+        reordered, the node added first if it is not one, then a preferred election); returns the new
+        leader epoch. Clients of the old leader get NOT_LEADER_OR_FOLLOWER and find the new one
+        (kbroker/testing/leadership.py)."""
+        from kbroker.testing.leadership import move_leader
+
+        return move_leader(self.bootstrap, topic, partition, node_id, timeout_s)
+
+    def move_coordinator(self, node_id: int, *, group: str | None = None, transactional_id: str | None = None,
+                         timeout_s: float = 30) -> int:
+        """Make node ``node_id`` the coordinator of ``group`` or ``transactional_id``: the leader of the
+        internal topic's partition that holds it. Clients of the old coordinator get NOT_COORDINATOR and find
+        the new one. Returns that partition."""
+        from kbroker.testing.leadership import move_coordinator
+
+        return move_coordinator(self.bootstrap, node_id, group=group, transactional_id=transactional_id,
+                                timeout_s=timeout_s)
+
 
 @contextlib.contextmanager
 def running_cluster(nodes: int = 3, *, settings: dict | None = None, directory: str | os.PathLike | None = None,
