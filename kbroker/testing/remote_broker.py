@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from urllib.parse import quote, urlencode, urlsplit
 
 from kbroker.testing.topic_creation import CreatesTopics
@@ -50,6 +51,7 @@ class BrokerHost:
         self._lock = threading.Lock()  # one request at a time on the kept-alive connection
         self._address: tuple[str, int] | None = None
         self._asked = False
+        self._unread = b""  # its output read and not yet taken as lines
 
     @property
     def pid(self) -> int:
@@ -68,15 +70,22 @@ class BrokerHost:
         return self
 
     def _line(self, timeout_s: float, waiting_for: str) -> str:
+        """Its next line of output, read from the pipe here (a buffered reader could hold a second line
+        where the wait for the pipe would not see it)."""
+        deadline = time.monotonic() + timeout_s
         with selectors.DefaultSelector() as selector:
             selector.register(self._process.stdout, selectors.EVENT_READ)
-            if not selector.select(timeout_s):
-                raise BrokerHostError(f"the broker host did not {waiting_for} within {timeout_s} s{self._said()}")
-        line = self._process.stdout.readline().decode()
-        if not line:
-            self._process.wait(_STOP_TIMEOUT_S)
-            raise BrokerHostError(f"the broker host exited with status {self._process.returncode}{self._said()}")
-        return line
+            while b"\n" not in self._unread:
+                if not selector.select(max(0.0, deadline - time.monotonic())):
+                    raise BrokerHostError(f"the broker host did not {waiting_for} within {timeout_s} s{self._said()}")
+                chunk = os.read(self._process.stdout.fileno(), 65536)
+                if not chunk:
+                    self._process.wait(_STOP_TIMEOUT_S)
+                    raise BrokerHostError(f"the broker host exited with status {self._process.returncode}"
+                                          f"{self._said()}")
+                self._unread += chunk
+        line, _, self._unread = self._unread.partition(b"\n")
+        return line.decode()
 
     def _said(self) -> str:
         try:

@@ -208,3 +208,19 @@ def test_memory_backed_storage_is_taken_only_with_room(monkeypatch):
     assert in_process_broker.memory_backed_directory() is None
     with in_process_broker.running_broker() as running:  # the usual temporary directory then
         assert os.path.dirname(running.data_dir) == tempfile.gettempdir()
+
+
+def test_two_answers_that_arrive_together_are_both_read():
+    """A host's lines can reach the pipe together: the second is read from what was read already, not waited for
+    on the pipe (where a buffered reader would hide it until the host wrote again)."""
+    host = BrokerHost(settings=FIXTURE_SETTINGS).started()
+    try:
+        host._command("take")  # two brokers asked for at once: their answers may come in one read
+        host._command("take")
+        time.sleep(0.5)  # both written by now
+        first = host.receive()
+        host._asked = True  # the second answer is already on its way
+        second = host.receive()
+        assert first.id != second.id and first.port != second.port
+    finally:
+        host.close()
