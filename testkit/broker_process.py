@@ -26,6 +26,15 @@ _HANDED_OUT: set[int] = set()  # the ports free_port gave this process: the kern
 _PORT_TRIES_MAX = 100
 
 
+def process_running(pid: int) -> bool:
+    """Whether ``pid`` is a live process, by Linux's /proc (a zombie nobody reaped is not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def free_port() -> int:
     """A loopback port free now and not handed out before in this process (two nodes' listeners drawn
     one after the other once got the same port, and the node refused to start)."""

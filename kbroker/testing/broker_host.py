@@ -40,7 +40,6 @@ import os
 import signal
 import sys
 import threading
-from urllib.parse import quote, unquote
 
 from kbroker.testing.control_http import BadRequest, ControlApi, ControlServer, NotFound, _Fields, fault_json
 from kbroker.testing.in_process_broker import BrokerPool, RunningBroker
@@ -149,12 +148,6 @@ class HostedBrokerApi(ControlApi):
                 ("GET", ("schema-registry",), self.schema_registry),
                 ("GET", ("faults", "{fault_id}"), self.fault),
                 ("POST", ("faults", "{fault_id}", "cancel"), self.cancel_fault))
-
-    def answer(self, method: str, path: str, query: dict, body: dict | None) -> tuple[int, dict]:
-        # ControlApi.answer unquotes each segment, and so did the host's split of the whole path: a topic or
-        # group name with a "/" in it is quoted again here.
-        segments = [unquote(segment) for segment in path.strip("/").split("/")]
-        return super().answer(method, "/" + "/".join(quote(segment, safe="") for segment in segments), query, body)
 
     # The routes that set a request fault answer its id too.
     def fail(self, fields: _Fields) -> dict:

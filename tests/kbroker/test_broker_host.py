@@ -17,6 +17,7 @@ import pytest
 from kbroker.testing import FIXTURE_SETTINGS
 from kbroker.testing.remote_broker import BrokerHost, BrokerHostError, BrokerHosts
 from kbroker.tools.client import KafkaError
+from testkit.broker_process import process_running
 
 WAIT_S = 30
 
@@ -155,9 +156,10 @@ def test_the_hosts_stop_with_the_process_that_started_them():
         parent.kill()
         parent.wait(WAIT_S)
     deadline = time.monotonic() + WAIT_S
-    while (any(map(_running, line["pids"])) or os.path.exists(line["data_dir"])) and time.monotonic() < deadline:
+    while (any(map(process_running, line["pids"])) or os.path.exists(line["data_dir"])) \
+            and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not any(map(_running, line["pids"])), "a broker host outlived its parent"
+    assert not any(map(process_running, line["pids"])), "a broker host outlived its parent"
     assert not os.path.exists(line["data_dir"]), "a broker host left its broker's directory"
 
 
@@ -177,14 +179,6 @@ def test_a_test_with_the_kbroker_fixture_imports_no_broker_into_its_process(tmp_
     assert result.returncode == 0, result.stdout + result.stderr
     assert "1 passed" in result.stdout
 
-
-def _running(pid: int) -> bool:
-    """Whether ``pid`` is a live process (a zombie nobody reaped is not)."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def test_a_host_runs_below_the_tests_priority_and_keeps_data_in_memory_backed_storage(kbroker):

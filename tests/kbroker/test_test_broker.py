@@ -17,6 +17,8 @@ import time
 import pytest
 from confluent_kafka import Producer
 
+from testkit.broker_process import process_running
+
 TIMEOUT_S = 30
 COMMAND = [sys.executable, "-m", "kbroker.cli", "test-broker"]
 
@@ -155,9 +157,9 @@ def test_it_stops_when_its_parent_dies():
     parent.kill()
     parent.wait(TIMEOUT_S)
     deadline = time.monotonic() + TIMEOUT_S
-    while _running(line["pid"]) and time.monotonic() < deadline:
+    while process_running(line["pid"]) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not _running(line["pid"]), "the test broker outlived its parent"
+    assert not process_running(line["pid"]), "the test broker outlived its parent"
 
 
 def test_with_exit_on_stdin_close_the_end_of_its_input_stops_it():
@@ -172,11 +174,3 @@ def test_a_bad_setting_is_one_line_and_exit_status_2():
     assert done.returncode == 2 and done.stdout == "", done
     assert done.stderr.startswith("kbroker test-broker: ") and done.stderr.count("\n") == 1, done.stderr
 
-
-def _running(pid: int) -> bool:
-    """Whether ``pid`` is a live process (a zombie nobody reaped is not)."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
